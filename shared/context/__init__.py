@@ -1,0 +1,1 @@
+"""The context pipeline: pure functions over the wire types, and the middleware on them."""

@@ -1,0 +1,52 @@
+"""The compaction record and the run's private state that carries it.
+
+The record is the only trace compaction leaves: stored messages are never rewritten, so
+the outgoing request is always rebuilt as ``[summary message] + messages from
+kept_from_seq``. The record lives in the run's state JSON (``runs.state``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+CompactionReason = Literal["threshold", "overflow", "tool", "truncate"]
+
+
+class CompactionRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    at_turn: int
+    reason: CompactionReason
+    kept_from_seq: int
+    summary: str | None
+    offload_path: str | None
+    tokens_before: int
+    tokens_after: int
+    evicted_messages: int
+    summarizer: str = "none"
+    fallback_reason: str | None = None
+
+
+class RunState(BaseModel):
+    """The run's private state: every compaction so far and a pending forced compaction."""
+
+    model_config = ConfigDict(frozen=True)
+
+    compactions: tuple[CompactionRecord, ...] = ()
+    force_compaction: CompactionReason | None = None
+    truncated_tool_args: int = 0
+
+    @property
+    def latest(self) -> CompactionRecord | None:
+        return self.compactions[-1] if self.compactions else None
+
+    def with_compaction(self, record: CompactionRecord) -> RunState:
+        return self.model_copy(
+            update={"compactions": (*self.compactions, record), "force_compaction": None}
+        )
+
+    def forcing(self, reason: CompactionReason | None) -> RunState:
+        return self.model_copy(update={"force_compaction": reason})
+

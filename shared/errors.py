@@ -1,0 +1,133 @@
+"""The product's exceptions, in one small hierarchy.
+
+    HangoError
+    ├── ConfigError              a HANGO_* value (or other input) is invalid; names it
+    ├── InvalidSessionIdError    a session id that cannot safely become a path
+    ├── HistoryPathError         a path that would escape the history root
+    ├── TranscriptError          a transcript file that cannot be read; names line/index
+    ├── CannotFitError           even the keep window does not fit the model's window
+    ├── SummarizerError          a summarizer failed or returned nothing usable
+    ├── QueueUnavailableError    the broker/Redis cannot be reached or no worker answered
+    └── ProviderError            the model provider failed (status, message)
+        ├── TransientProviderError   worth retrying: 429, 5xx, 529, timeouts, connections
+        ├── InvalidRequestError      a 400 that is not an overflow (e.g. tool pairing)
+        └── ContextOverflowError     "prompt is too long: N tokens > M maximum", or stop
+                                     reason model_context_window_exceeded
+
+Every exception pickles with its fields intact (Celery moves exceptions between
+processes): each one records its constructor keywords and rebuilds itself from them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class HangoError(Exception):
+    """Base of every error the product raises on purpose."""
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self._fields = fields
+        for key, value in fields.items():
+            setattr(self, key, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.message, self._fields))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _rebuild(cls: type[HangoError], message: str, fields: dict[str, Any]) -> HangoError:
+    error = cls.__new__(cls)
+    HangoError.__init__(error, message, **fields)
+    return error
+
+
+class ConfigError(HangoError):
+    variable: str
+
+    def __init__(self, message: str, *, variable: str) -> None:
+        super().__init__(message, variable=variable)
+
+
+class InvalidSessionIdError(HangoError):
+    session_id: str
+
+    def __init__(self, session_id: str) -> None:
+        shown = session_id if len(session_id) <= 80 else session_id[:80] + "..."
+        super().__init__(
+            f"invalid session id {shown!r}: use 1-128 characters from "
+            "letters, digits, '.', '_' and '-', not starting with '.'",
+            session_id=session_id,
+        )
+
+
+class HistoryPathError(HangoError):
+    path: str
+    reason: str
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"refused history path {path!r}: {reason}", path=path, reason=reason)
+
+
+class TranscriptError(HangoError):
+    source: str
+    location: str
+
+    def __init__(self, message: str, *, source: str, location: str) -> None:
+        super().__init__(f"{source}: {location}: {message}", source=source, location=location)
+
+
+class CannotFitError(HangoError):
+    tokens: int
+    limit: int
+
+    def __init__(self, message: str, *, tokens: int, limit: int) -> None:
+        super().__init__(message, tokens=tokens, limit=limit)
+
+
+class SummarizerError(HangoError):
+    pass
+
+
+class QueueUnavailableError(HangoError):
+    pass
+
+
+class ProviderError(HangoError):
+    status: int | None
+
+    def __init__(self, message: str, *, status: int | None = None, **fields: Any) -> None:
+        super().__init__(message, status=status, **fields)
+
+
+class TransientProviderError(ProviderError):
+    pass
+
+
+class InvalidRequestError(ProviderError):
+    pass
+
+
+class ContextOverflowError(ProviderError):
+    """The request did not fit the model's window.
+
+    ``tokens`` and ``maximum`` come from the 400 text when the API states them; they are
+    ``None`` when the overflow was signalled by the stop reason instead.
+    """
+
+    tokens: int | None
+    maximum: int | None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tokens: int | None = None,
+        maximum: int | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message, status=status, tokens=tokens, maximum=maximum)

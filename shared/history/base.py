@@ -1,0 +1,30 @@
+"""The history backend: a tiny file system that every host of a worker pool can read.
+
+Paths are virtual and absolute (``/conversation_history/{session_id}.md``,
+``/large_tool_results/{tool_use_id}``, files the agent writes). Every backend normalises
+them with :func:`shared.history.paths.normalize` first, so nothing escapes the root.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class HistoryBackend(Protocol):
+    def read(self, path: str) -> str:
+        """The file's text; ``FileNotFoundError`` when there is none."""
+        ...
+
+    def write(self, path: str, content: str) -> None:
+        """Create or replace the file."""
+        ...
+
+    def append_section(self, path: str, key: str, content: str) -> bool:
+        """Append ``content`` once per ``key``; ``False`` when that key was already appended."""
+        ...
+
+    def ls(self, prefix: str = "/") -> list[str]:
+        """Every file path under ``prefix``, sorted."""
+        ...
+
+    def exists(self, path: str) -> bool: ...

@@ -1,0 +1,245 @@
+"""Wire types mirroring the Anthropic Messages API.
+
+Every type is a frozen pydantic model, so middleware cannot edit a request in place: it
+builds a new one with ``model_copy(update=...)``. That is what makes "stored messages are
+never rewritten" structural rather than a promise.
+
+Parsing then dumping gives back the same JSON: ``to_api()`` emits exactly the keys that
+were present in the input (or set in code), unknown keys are kept (``extra="allow"``),
+and unknown block types survive as :class:`OtherBlock`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+JsonObject = dict[str, Any]
+
+
+class WireModel(BaseModel):
+    """Base of every wire type: frozen, keeps unknown keys, dumps only the keys it was given."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
+
+    # Keys that are always emitted even when left at their default (the block "type").
+    _always_dumped: ClassVar[tuple[str, ...]] = ()
+
+    def model_post_init(self, context: Any, /) -> None:
+        self.__pydantic_fields_set__.update(self._always_dumped)
+
+    def to_api(self) -> JsonObject:
+        """The JSON object the API expects, with the keys this object was built with."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+class CacheControl(WireModel):
+    _always_dumped = ("type",)
+    type: Literal["ephemeral"] = "ephemeral"
+    ttl: Literal["5m", "1h"] | None = None
+
+
+class TextBlock(WireModel):
+    _always_dumped = ("type",)
+    type: Literal["text"] = "text"
+    text: str
+    cache_control: CacheControl | None = None
+
+
+class ImageBlock(WireModel):
+    _always_dumped = ("type",)
+    type: Literal["image"] = "image"
+    source: JsonObject
+    cache_control: CacheControl | None = None
+
+
+class ToolUseBlock(WireModel):
+    _always_dumped = ("type",)
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: JsonObject
+    cache_control: CacheControl | None = None
+
+
+ResultContentBlock = Annotated[
+    Annotated[TextBlock, Tag("text")] | Annotated[ImageBlock, Tag("image")],
+    Discriminator("type"),
+]
+
+
+class ToolResultBlock(WireModel):
+    _always_dumped = ("type",)
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: str | tuple[ResultContentBlock, ...] | None = None
+    is_error: bool | None = None
+    cache_control: CacheControl | None = None
+
+    def text(self) -> str:
+        """The textual content of the result (images contribute nothing)."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+class ThinkingBlock(WireModel):
+    _always_dumped = ("type",)
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str | None = None
+
+
+class RedactedThinkingBlock(WireModel):
+    _always_dumped = ("type",)
+    type: Literal["redacted_thinking"] = "redacted_thinking"
+    data: str
+
+
+class OtherBlock(WireModel):
+    """A block type this version does not model (documents, server tools, ...): kept as is."""
+
+    type: str
+
+
+_KNOWN_BLOCKS = frozenset(
+    {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+)
+
+
+def _block_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in _KNOWN_BLOCKS else "other"
+
+
+ContentBlock = Annotated[
+    Annotated[TextBlock, Tag("text")]
+    | Annotated[ImageBlock, Tag("image")]
+    | Annotated[ToolUseBlock, Tag("tool_use")]
+    | Annotated[ToolResultBlock, Tag("tool_result")]
+    | Annotated[ThinkingBlock, Tag("thinking")]
+    | Annotated[RedactedThinkingBlock, Tag("redacted_thinking")]
+    | Annotated[OtherBlock, Tag("other")],
+    Discriminator(_block_tag),
+]
+
+Role = Literal["user", "assistant"]
+
+
+class Message(WireModel):
+    role: Role
+    content: str | tuple[ContentBlock, ...]
+
+    def blocks(self) -> tuple[ContentBlock, ...]:
+        """The content as blocks (a plain string is one text block)."""
+        if isinstance(self.content, str):
+            return (TextBlock(text=self.content),)
+        return self.content
+
+    def tool_uses(self) -> Iterator[ToolUseBlock]:
+        return (b for b in self.blocks() if isinstance(b, ToolUseBlock))
+
+    def tool_results(self) -> Iterator[ToolResultBlock]:
+        return (b for b in self.blocks() if isinstance(b, ToolResultBlock))
+
+    def text(self) -> str:
+        return "\n".join(b.text for b in self.blocks() if isinstance(b, TextBlock))
+
+
+class ToolDefinition(WireModel):
+    name: str
+    description: str | None = None
+    input_schema: JsonObject = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    cache_control: CacheControl | None = None
+    _always_dumped = ("input_schema",)
+
+
+class Request(WireModel):
+    """The body of ``POST /v1/messages``."""
+
+    model: str
+    max_tokens: int
+    messages: tuple[Message, ...]
+    system: str | tuple[TextBlock, ...] | None = None
+    tools: tuple[ToolDefinition, ...] | None = None
+
+    def system_blocks(self) -> tuple[TextBlock, ...]:
+        if self.system is None:
+            return ()
+        if isinstance(self.system, str):
+            return (TextBlock(text=self.system),)
+        return self.system
+
+    def tool_definitions(self) -> tuple[ToolDefinition, ...]:
+        return self.tools or ()
+
+    def count_tokens_body(self) -> JsonObject:
+        """The body for ``/v1/messages/count_tokens`` (no ``max_tokens`` there)."""
+        body = self.to_api()
+        body.pop("max_tokens", None)
+        return body
+
+
+StopReason = Literal[
+    "end_turn",
+    "max_tokens",
+    "stop_sequence",
+    "tool_use",
+    "pause_turn",
+    "refusal",
+    "model_context_window_exceeded",
+]
+
+
+class Usage(WireModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+
+    def total_input_tokens(self) -> int:
+        """Everything the model read: uncached input plus cache reads and writes."""
+        return (
+            self.input_tokens
+            + (self.cache_creation_input_tokens or 0)
+            + (self.cache_read_input_tokens or 0)
+        )
+
+
+class Response(WireModel):
+    """A ``message`` object returned by ``POST /v1/messages``."""
+
+    _always_dumped = ("type", "role")
+    id: str
+    type: Literal["message"] = "message"
+    role: Literal["assistant"] = "assistant"
+    model: str
+    content: tuple[ContentBlock, ...]
+    stop_reason: StopReason | str | None = None
+    stop_sequence: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+    def as_message(self) -> Message:
+        """The assistant message to append to the transcript."""
+        return Message(role="assistant", content=self.content)
+
+    def tool_uses(self) -> tuple[ToolUseBlock, ...]:
+        return tuple(b for b in self.content if isinstance(b, ToolUseBlock))
+
+
+class StoredMessage(BaseModel):
+    """A message as the store holds it: anchored to its per-session sequence number.
+
+    Boundaries are expressed as sequence numbers (never list positions), so a list that
+    someone rebuilds cannot shift a boundary onto the wrong message.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    turn: int
+    message: Message

@@ -1,0 +1,101 @@
+"""A scripted provider for tests and offline runs.
+
+It answers from a queue of replies and errors and records every request it received, so
+tests assert on what was actually sent rather than on mocked internals. A reply may also
+be a function of the request (used by the offline simulation to answer summary requests).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from shared.errors import ProviderError
+from shared.messages import Request, Response, TextBlock, ToolUseBlock, Usage
+from shared.providers.base import Capabilities
+
+Reply = Response | BaseException | Callable[[Request], Response]
+
+_ids = itertools.count(1)
+
+
+def text_reply(text: str, *, stop_reason: str = "end_turn", model: str = "scripted") -> Response:
+    """A plain text answer."""
+    return Response(
+        id=f"msg_scripted_{next(_ids)}",
+        model=model,
+        content=(TextBlock(text=text),),
+        stop_reason=stop_reason,
+        usage=Usage(input_tokens=0, output_tokens=max(1, len(text) // 4)),
+    )
+
+
+def tool_reply(*calls: tuple[str, dict[str, object]], text: str = "", model: str = "scripted") -> Response:
+    """An answer that calls tools: each call is ``(name, input)``; ids are generated."""
+    blocks: list[TextBlock | ToolUseBlock] = [TextBlock(text=text)] if text else []
+    for name, arguments in calls:
+        blocks.append(ToolUseBlock(id=f"toolu_scripted_{next(_ids):06d}", name=name, input=dict(arguments)))
+    return Response(
+        id=f"msg_scripted_{next(_ids)}",
+        model=model,
+        content=tuple(blocks),
+        stop_reason="tool_use",
+        usage=Usage(input_tokens=0, output_tokens=10),
+    )
+
+
+@dataclass
+class ScriptedProvider:
+    """Answers from ``replies`` in order; raises when the script runs out."""
+
+    replies: Iterable[Reply] = ()
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    name: str = "scripted"
+    requests: list[Request] = field(default_factory=list)
+    fallback: Callable[[Request], Response] | None = None
+
+    def __post_init__(self) -> None:
+        self._queue: deque[Reply] = deque(self.replies)
+        self._lock = threading.Lock()
+
+    def push(self, *replies: Reply) -> None:
+        with self._lock:
+            self._queue.extend(replies)
+
+    def complete(self, request: Request) -> Response:
+        with self._lock:
+            self.requests.append(request)
+            reply = self._queue.popleft() if self._queue else self.fallback
+        if reply is None:
+            raise ProviderError(f"scripted provider has no reply left for request #{len(self.requests)}")
+        if isinstance(reply, BaseException):
+            raise reply
+        if isinstance(reply, Response):
+            return reply
+        return reply(request)
+
+
+@dataclass
+class ScriptedCounter(ScriptedProvider):
+    """A scripted provider that also counts tokens (``TokenCounter``).
+
+    ``count`` computes the figure; ``count_error`` is raised instead when set;
+    ``count_delay`` seconds are slept first (to exercise the caller's deadline).
+    """
+
+    count: Callable[[Request], int] = lambda request: 0
+    count_error: BaseException | None = None
+    count_delay: float = 0.0
+    count_calls: int = 0
+
+    def count_tokens(self, request: Request, *, timeout: float) -> int:
+        self.count_calls += 1
+        if self.count_delay:
+            time.sleep(self.count_delay)
+        if self.count_error is not None:
+            raise self.count_error
+        return self.count(request)

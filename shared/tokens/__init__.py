@@ -1,0 +1,1 @@
+"""Token budget over the whole request: estimators and the input-token figure."""

@@ -1,0 +1,29 @@
+"""The estimator contract.
+
+An estimate covers the *whole* request: system blocks, every block of every message, the
+serialized tool definitions, and fixed per-message and per-tool overheads. Estimating only
+``messages`` misses the largest fixed cost of a request.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from shared.messages import Message, Request
+
+
+@runtime_checkable
+class Estimator(Protocol):
+    name: str
+
+    def estimate(self, text: str) -> int:
+        """Tokens of a piece of text."""
+        ...
+
+    def estimate_message(self, message: Message) -> int:
+        """Tokens of one message, framing included."""
+        ...
+
+    def estimate_request(self, request: Request) -> int:
+        """Tokens of the whole request, framing included."""
+        ...
