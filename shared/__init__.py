@@ -1,0 +1,1 @@
+"""hango-context: keeps long agent sessions inside the context window without rewriting history."""

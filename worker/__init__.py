@@ -1,0 +1,1 @@
+"""The Celery side: app, tasks and worker signals. Logic lives in ``shared``."""
