@@ -1,0 +1,1 @@
+"""The agent loop: turns, tool execution, the overflow ladder and the middleware chain."""
