@@ -13,6 +13,8 @@ A model call happens in two phases.
 
 ``ModelCall.seqs`` runs beside ``request.messages``: the store sequence number of each
 outgoing message, or ``None`` for a message the pipeline made (the summary message).
+``ModelCall.stored`` holds the original stored messages behind the outgoing ones, so the
+offload and the summary see them verbatim even after truncation shortened the copy.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from shared.context.record import CompactionReason, CompactionRecord, RunState
-from shared.messages import Request, Response, TextBlock, ToolDefinition
+from shared.messages import Request, Response, StoredMessage, TextBlock, ToolDefinition
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,11 @@ class StateHolder:
 
     def __init__(self, state: RunState | None = None) -> None:
         self.state = state or RunState()
+        self.input_tokens = 0
+
+    def measured(self, tokens: int) -> None:
+        """The latest input-token figure of this turn's outgoing request."""
+        self.input_tokens = tokens
 
     def record(self, record: CompactionRecord) -> None:
         self.state = self.state.with_compaction(record)
@@ -64,6 +71,7 @@ class ModelCall:
     request: Request
     seqs: tuple[int | None, ...]
     state: StateHolder
+    stored: tuple[StoredMessage, ...] = ()
     force: CompactionReason | None = None
     notes: dict[str, Any] = field(default_factory=dict)
 

@@ -27,6 +27,7 @@ class CompactionRecord(BaseModel):
     evicted_messages: int
     summarizer: str = "none"
     fallback_reason: str | None = None
+    artifacts: tuple[str, ...] = ()
 
 
 class RunState(BaseModel):
