@@ -71,6 +71,18 @@ class Settings(BaseSettings):
     summarizer_timeout: float = Field(default=60.0, gt=0)
     queue_deadline: float = Field(default=90.0, gt=0)
 
+    # The worker system (shared/queue, worker/). The limits nest:
+    # summarizer_timeout < worker_soft_time_limit < worker_time_limit < queue_visibility_timeout,
+    # checked when the Celery configuration is built (shared.queue.config).
+    worker_summarizer: str = "anthropic"  # anthropic | extractive | package.module:factory
+    worker_soft_time_limit: float = Field(default=90.0, gt=0)
+    worker_time_limit: float = Field(default=120.0, gt=0)
+    queue_visibility_timeout: float = Field(default=600.0, gt=0)
+    queue_restore_interval: int = Field(default=10, gt=0)
+    queue_lease_ttl: float = Field(default=15.0, gt=0)
+    queue_enqueue_ttl: float = Field(default=30.0, gt=0)
+    queue_result_ttl: float = Field(default=7 * 24 * 3600.0, gt=0)
+
     @model_validator(mode="after")
     def _backend_needs_database(self) -> Settings:
         if self.history_backend == "postgres" and not self.database_url.startswith("postgres"):
