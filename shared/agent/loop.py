@@ -1,0 +1,314 @@
+"""The agent loop: runs turns for a session.
+
+A turn appends the user message, calls the model through the middleware chain, executes
+the tools it asks for, appends their results and repeats until the model ends its turn.
+Messages are persisted as they are appended and never rewritten; the compaction record
+lives in the run's private state. Two things happen only here:
+
+* the overflow ladder — overflow → forced compaction and one retry; a second overflow →
+  mechanical truncation and one more retry; only a third failure fails the run;
+* the session counters, written exactly once per turn at the turn boundary.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from shared.agent.chain import assemble, run_chain
+from shared.agent.filesystem import FilesystemMiddleware
+from shared.agent.observer import LoopObserver, NullObserver
+from shared.agent.tools import ToolRegistry
+from shared.context.head import head_message
+from shared.context.middleware import Assembly, Middleware, ModelCall, StateHolder
+from shared.context.record import CompactionReason, CompactionRecord
+from shared.context.validate import validate_messages
+from shared.errors import ContextOverflowError, InvalidRequestError
+from shared.messages import (
+    ContentBlock,
+    Message,
+    Request,
+    Response,
+    StoredMessage,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from shared.providers.base import Provider
+from shared.store import Store
+
+log = logging.getLogger(__name__)
+
+# Rungs of the overflow ladder: the first call, then forced compaction, then mechanical
+# truncation. A third overflow fails the run.
+_LADDER: tuple[CompactionReason | None, ...] = (None, "overflow", "truncate")
+_INTERRUPTED = "Tool execution was interrupted before it produced a result."
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    session_id: str
+    turn: int
+    response: Response | None
+    model_calls: int
+    compactions: tuple[CompactionRecord, ...]
+    input_tokens: int
+    tool_calls: int
+
+
+@dataclass
+class TurnContext:
+    """Everything one turn accumulates; owned by the loop."""
+
+    session_id: str
+    turn: int
+    run_id: int
+    holder: StateHolder
+    compactions_before: int
+    model_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    last_response: Response | None = None
+    sent: list[Request] = field(default_factory=list)
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        provider: Provider,
+        chain: Sequence[Middleware],
+        tools: ToolRegistry,
+        filesystem: FilesystemMiddleware,
+        model: str,
+        max_tokens: int = 8192,
+        observer: LoopObserver | None = None,
+        max_tool_rounds: int = 50,
+    ) -> None:
+        self.store = store
+        self.provider = provider
+        self.chain = tuple(chain)
+        self.tools = tools
+        self.filesystem = filesystem
+        self.model = model
+        self.max_tokens = max_tokens
+        self.observer = observer or NullObserver()
+        self.max_tool_rounds = max_tool_rounds
+        self.assembly: Assembly = assemble(self.chain)
+        self._transcripts: dict[str, list[StoredMessage]] = {}
+
+    # -- a whole turn -------------------------------------------------------------------
+
+    def run_turn(self, session_id: str, user_input: str | Message) -> TurnResult:
+        ctx = self.begin_turn(session_id)
+        with self.observer.turn(session_id, ctx.turn):
+            try:
+                self.append(ctx, self._user_message(session_id, user_input))
+                self._converse(ctx)
+            except BaseException as exc:
+                self.end_turn(ctx, status="failed", error=f"{type(exc).__name__}: {exc}")
+                raise
+            return self.end_turn(ctx)
+
+    def _converse(self, ctx: TurnContext) -> None:
+        for _ in range(self.max_tool_rounds):
+            response = self.call_model(ctx)
+            self.append(ctx, response.as_message())
+            uses = response.tool_uses()
+            if not uses:
+                return
+            results = tuple(self._execute(ctx, use) for use in uses)
+            self.append(ctx, Message(role="user", content=results))
+        log.warning("session %s turn %d: stopped after %d tool rounds", ctx.session_id,
+                    ctx.turn, self.max_tool_rounds)
+
+    def _user_message(self, session_id: str, user_input: str | Message) -> Message:
+        """The user's message; answers tool calls a crashed turn left without results."""
+        message = (
+            user_input
+            if isinstance(user_input, Message)
+            else Message(role="user", content=((TextBlock(text=user_input),)))
+        )
+        transcript = self._transcript(session_id)
+        if not transcript or transcript[-1].message.role != "assistant":
+            return message
+        pending = tuple(transcript[-1].message.tool_uses())
+        if not pending:
+            return message
+        interrupted: tuple[ContentBlock, ...] = tuple(
+            ToolResultBlock(tool_use_id=use.id, content=_INTERRUPTED, is_error=True)
+            for use in pending
+        )
+        return Message(role="user", content=interrupted + message.blocks())
+
+    def _execute(self, ctx: TurnContext, use: ToolUseBlock) -> ToolResultBlock:
+        ctx.tool_calls += 1
+        outcome = self.tools.execute(use)
+        if outcome.force_compaction is not None:
+            ctx.holder.force("tool")
+        content = self.filesystem.offload_large_result(use.id, outcome.content)
+        if outcome.is_error:
+            return ToolResultBlock(tool_use_id=use.id, content=content, is_error=True)
+        return ToolResultBlock(tool_use_id=use.id, content=content)
+
+    # -- the lower-level API (also used by `hango replay`) ------------------------------
+
+    def begin_turn(self, session_id: str) -> TurnContext:
+        self.store.ensure_session(session_id, self.model)
+        turn = self.store.last_turn(session_id) + 1
+        state = self.store.latest_state(session_id)
+        run_id = self.store.start_run(session_id, turn, state)
+        return TurnContext(
+            session_id=session_id,
+            turn=turn,
+            run_id=run_id,
+            holder=StateHolder(state),
+            compactions_before=len(state.compactions),
+        )
+
+    def append(self, ctx: TurnContext, message: Message) -> StoredMessage:
+        stored = self.store.append_message(ctx.session_id, ctx.turn, message)
+        self._transcript(ctx.session_id).append(stored)
+        return stored
+
+    def call_model(self, ctx: TurnContext) -> Response:
+        """One model call through the chain, walking the overflow ladder if needed."""
+        overflow: ContextOverflowError | None = None
+        for rung in _LADDER:
+            if overflow is not None:
+                self.observer.overflow_retry(ctx.session_id, ctx.turn, rung or "none")
+            call = self._outgoing(ctx, rung, overflow)
+            try:
+                response = run_chain(self.chain, call, lambda c: self._send(ctx, c))
+            except ContextOverflowError as exc:
+                overflow = exc
+                log.warning("session %s turn %d: context overflow (%s)", ctx.session_id,
+                            ctx.turn, exc)
+                continue
+            finally:
+                self.store.save_run_state(ctx.run_id, ctx.holder.state)
+            ctx.last_response = response
+            return response
+        assert overflow is not None
+        raise ContextOverflowError(
+            f"session {ctx.session_id} turn {ctx.turn}: the request still overflows the "
+            f"model's window after compaction and mechanical truncation ({overflow}); "
+            "lower HANGO_CONTEXT_KEEP_FRAC or the tool-result limits",
+            tokens=overflow.tokens,
+            maximum=overflow.maximum,
+            status=overflow.status,
+        )
+
+    def end_turn(
+        self, ctx: TurnContext, status: str = "completed", error: str | None = None
+    ) -> TurnResult:
+        """Close the turn: the session counters are written here, once."""
+        state = ctx.holder.state
+        self.store.write_session_counters(
+            ctx.session_id,
+            last_input_tokens=ctx.input_tokens,
+            compactions=len(state.compactions),
+        )
+        self.store.finish_run(ctx.run_id, status, error)
+        return TurnResult(
+            session_id=ctx.session_id,
+            turn=ctx.turn,
+            response=ctx.last_response,
+            model_calls=ctx.model_calls,
+            compactions=state.compactions[ctx.compactions_before :],
+            input_tokens=ctx.input_tokens,
+            tool_calls=ctx.tool_calls,
+        )
+
+    # -- building and sending one request -----------------------------------------------
+
+    def _outgoing(
+        self,
+        ctx: TurnContext,
+        rung: CompactionReason | None,
+        overflow: ContextOverflowError | None,
+    ) -> ModelCall:
+        """The request as the record says: ``[head] + stored messages from kept_from_seq``."""
+        record = ctx.holder.state.latest
+        stored = tuple(
+            m for m in self._transcript(ctx.session_id)
+            if record is None or m.seq >= record.kept_from_seq
+        )
+        messages, seqs = merge_consecutive(stored)
+        if record is not None:
+            messages = (head_message(record), *messages)
+            seqs = (None, *seqs)
+        request = Request(
+            model=self.model,
+            max_tokens=self.max_tokens,
+            messages=messages,
+            system=self.assembly.system or None,
+            tools=self.assembly.tools or None,
+        )
+        notes: dict[str, object] = {"assembly": self.assembly}
+        if overflow is not None and overflow.tokens:
+            notes["overflow_tokens"] = overflow.tokens
+        return ModelCall(
+            session_id=ctx.session_id,
+            turn=ctx.turn,
+            request=request,
+            seqs=seqs,
+            state=ctx.holder,
+            stored=stored,
+            force=rung or ctx.holder.state.force_compaction,
+            notes=notes,
+        )
+
+    def _send(self, ctx: TurnContext, call: ModelCall) -> Response:
+        """The end of the chain: the last guard, then the provider."""
+        violations = validate_messages(call.request.messages)
+        if violations:
+            # The pipeline validates what it builds, so this means the stored transcript
+            # itself is broken; sending it would only earn a permanent 400.
+            raise InvalidRequestError(
+                "refusing to send an invalid request: "
+                + "; ".join(v.detail for v in violations)
+            )
+        self.observer.request_sent(ctx.session_id, ctx.turn, call.request,
+                                   call.state.input_tokens)
+        ctx.sent.append(call.request)
+        ctx.model_calls += 1
+        response = self.provider.complete(call.request)
+        measured = response.usage.total_input_tokens()
+        ctx.input_tokens = measured if measured > 0 else call.state.input_tokens
+        self.observer.response_received(ctx.session_id, ctx.turn, response)
+        return response
+
+    def _transcript(self, session_id: str) -> list[StoredMessage]:
+        """The session's stored messages, kept in memory and topped up from the store.
+
+        Reusing the same message objects across calls is what keeps the estimator's
+        per-block cache warm, so a call costs O(new messages), not O(history).
+        """
+        cached = self._transcripts.setdefault(session_id, [])
+        after = cached[-1].seq + 1 if cached else None
+        cached.extend(self.store.messages(session_id, from_seq=after))
+        return cached
+
+
+def merge_consecutive(
+    stored: Sequence[StoredMessage],
+) -> tuple[tuple[Message, ...], tuple[int | None, ...]]:
+    """The outgoing messages, with consecutive same-role messages joined into one.
+
+    A turn that failed after its user message leaves two user messages in a row; the API
+    wants strict alternation, so the outgoing copy joins them (the store keeps both).
+    Each joined message is anchored to the sequence number of its first part.
+    """
+    messages: list[Message] = []
+    seqs: list[int | None] = []
+    for item in stored:
+        if messages and messages[-1].role == item.message.role:
+            joined = messages[-1].blocks() + item.message.blocks()
+            messages[-1] = Message(role=item.message.role, content=joined)
+            continue
+        messages.append(item.message)
+        seqs.append(item.seq)
+    return tuple(messages), tuple(seqs)

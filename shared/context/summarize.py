@@ -1,0 +1,295 @@
+"""The summarization middleware: keeps the outgoing request under the trigger.
+
+It counts the whole outgoing request (the provider's counter under a deadline, else the
+estimate). Over the trigger, or when forced (overflow, the ``compact_conversation`` tool),
+it evicts the oldest atomic tool groups: first offloads them to the history file
+(nothing leaves the request that was not offloaded), then obtains the summary, builds
+``[summary message] + kept``, validates it and records the compaction in the run's
+private state. A request that fails validation is never sent: the compaction is abandoned
+and mechanical truncation is used instead.
+
+The stored messages are never touched; only the copy on its way to the provider changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from shared.agent.observer import LoopObserver, NullObserver
+from shared.context.boundary import keep_boundary, shrink_boundary
+from shared.context.head import head_message
+from shared.context.mechanical import drop_oldest_groups
+from shared.context.middleware import Handler, ModelCall, PassThrough
+from shared.context.ports import HistoryOffloader, OffloadJob, Summarizer, SummaryJob
+from shared.context.record import CompactionReason, CompactionRecord
+from shared.context.summary_prompt import artifact_index
+from shared.context.validate import validate_messages
+from shared.messages import Message, Request, Response, StoredMessage
+from shared.profiles import ModelProfile
+from shared.providers.base import Provider
+from shared.tokens.base import Estimator
+from shared.tokens.measure import measure_input_tokens
+
+log = logging.getLogger(__name__)
+
+# After a compaction the request should land well under the trigger, so the next few
+# calls do not compact again (thrash): the kept part shrinks until it fits this share.
+TARGET_AFTER_FRAC = 0.60
+# What the summary message is assumed to cost while choosing the boundary.
+SUMMARY_ALLOWANCE_TOKENS = 2_000
+
+
+@dataclass(frozen=True)
+class _Plan:
+    boundary: int
+    first_real: int
+
+
+class SummarizationMiddleware(PassThrough):
+    def __init__(
+        self,
+        *,
+        profile: ModelProfile,
+        estimator: Estimator,
+        counter: Provider,
+        count_timeout: float,
+        summarizer: Summarizer,
+        offloader: HistoryOffloader,
+        observer: LoopObserver | None = None,
+    ) -> None:
+        self.profile = profile
+        self.estimator = estimator
+        self.counter = counter
+        self.count_timeout = count_timeout
+        self.summarizer = summarizer
+        self.offloader = offloader
+        self.observer = observer or NullObserver()
+
+    def wrap(self, call: ModelCall, call_next: Handler) -> Response:
+        measurement = measure_input_tokens(
+            call.request,
+            estimator=self.estimator,
+            provider=self.counter,
+            timeout=self.count_timeout,
+        )
+        call.state.measured(measurement.tokens)
+        reason = self._reason(call, measurement.tokens)
+        if reason is None:
+            return call_next(call)
+        compacted = self._compact(call, reason, measurement.tokens)
+        return call_next(compacted)
+
+    def _reason(self, call: ModelCall, tokens: int) -> CompactionReason | None:
+        latest = call.state.state.latest
+        summarized_this_turn = (
+            latest is not None and latest.at_turn == call.turn and latest.reason != "truncate"
+        )
+        if call.force == "truncate":
+            return "truncate"
+        if call.force == "overflow":
+            # One summary per (session, turn): a second overflow in a turn that already
+            # summarized goes straight to mechanical truncation.
+            return "truncate" if summarized_this_turn else "overflow"
+        if summarized_this_turn:
+            return None
+        if call.force == "tool":
+            return "tool"
+        return "threshold" if tokens > self.profile.trigger_tokens else None
+
+    def _compact(self, call: ModelCall, reason: CompactionReason, tokens: int) -> ModelCall:
+        if reason == "truncate":
+            return self._truncate(call, tokens)
+        plan = self._plan(call)
+        if plan is None:
+            log.warning(
+                "session %s turn %d: over the trigger but nothing can be evicted",
+                call.session_id,
+                call.turn,
+            )
+            return self._truncate(call, tokens) if reason == "overflow" else call
+        return self._summarize(call, reason, tokens, plan)
+
+    def _plan(self, call: ModelCall) -> _Plan | None:
+        messages = call.request.messages
+        first_real = 1 if call.summary_message_present else 0
+        real_count = len(messages) - first_real
+        keep = self.profile.keep_count(real_count)
+        boundary = keep_boundary(messages, keep, min_index=first_real + 1)
+        if boundary is None:
+            return None
+        target = int(self.profile.max_input_tokens * TARGET_AFTER_FRAC)
+        while self._estimate_after(call.request, boundary) > target:
+            fewer = shrink_boundary(messages, boundary)
+            if fewer is None:
+                break
+            boundary = fewer
+        return _Plan(boundary=boundary, first_real=first_real)
+
+    def _estimate_after(self, request: Request, boundary: int) -> int:
+        kept = request.model_copy(update={"messages": request.messages[boundary:]})
+        return self.estimator.estimate_request(kept) + SUMMARY_ALLOWANCE_TOKENS
+
+    def _summarize(
+        self, call: ModelCall, reason: CompactionReason, tokens: int, plan: _Plan
+    ) -> ModelCall:
+        kept_from_seq = _seq_at(call, plan.boundary)
+        evicted = _stored_before(call, kept_from_seq)
+        offload_path = self._offload(call, evicted)
+        if offload_path is None:
+            return self._truncate(call, tokens) if reason == "overflow" else call
+        previous = call.state.state.latest
+        result = self.summarizer.summarize(
+            SummaryJob(
+                session_id=call.session_id,
+                turn=call.turn,
+                from_seq=evicted[0].seq,
+                to_seq=evicted[-1].seq,
+                previous_summary=previous.summary if previous else None,
+                evicted=evicted,
+                model=self.profile.summarizer_model or call.request.model,
+            )
+        )
+        artifacts = _merge_artifacts(previous, evicted)
+        record = CompactionRecord(
+            at_turn=call.turn,
+            reason=reason,
+            kept_from_seq=kept_from_seq,
+            summary=result.text,
+            offload_path=offload_path,
+            tokens_before=tokens,
+            tokens_after=0,
+            evicted_messages=len(evicted),
+            summarizer=result.summarizer,
+            fallback_reason=result.fallback_reason,
+            artifacts=artifacts,
+        )
+        compacted = _apply(call, record, plan.boundary)
+        violations = validate_messages(compacted.request.messages)
+        if violations:
+            details = [v.detail for v in violations]
+            log.error(
+                "session %s turn %d: compacted request is invalid, falling back to "
+                "mechanical truncation: %s",
+                call.session_id,
+                call.turn,
+                "; ".join(details),
+            )
+            self.observer.invalid_request_blocked(call.session_id, call.turn, details)
+            return self._truncate(call, tokens)
+        return self._commit(compacted, record)
+
+    def _truncate(self, call: ModelCall, tokens: int) -> ModelCall:
+        """Drop whole oldest groups until the request fits (the last rung of the ladder)."""
+        previous = call.state.state.latest
+        first_real = 1 if call.summary_message_present else 0
+        body = call.request.messages[first_real:]
+        scale = _undercount_scale(call, tokens, self.estimator)
+
+        def measure(messages: tuple[Message, ...]) -> int:
+            request = call.request.model_copy(update={"messages": messages})
+            return int(self.estimator.estimate_request(request) * scale)
+
+        limit = self.profile.trigger_tokens
+        head = head_message(previous)
+        boundary = first_real + drop_oldest_groups(body, head=head, measure=measure, limit=limit)
+        kept_from_seq = _seq_at(call, boundary)
+        evicted = _stored_before(call, kept_from_seq)
+        offload_path = self._offload(call, evicted) if evicted else None
+        record = CompactionRecord(
+            at_turn=call.turn,
+            reason="truncate",
+            kept_from_seq=kept_from_seq,
+            summary=previous.summary if previous else None,
+            offload_path=offload_path or (previous.offload_path if previous else None),
+            tokens_before=tokens,
+            tokens_after=0,
+            evicted_messages=len(evicted),
+            summarizer="none",
+            artifacts=_merge_artifacts(previous, evicted),
+        )
+        return self._commit(_apply(call, record, boundary), record)
+
+    def _commit(self, call: ModelCall, record: CompactionRecord) -> ModelCall:
+        after = self.estimator.estimate_request(call.request)
+        record = record.model_copy(update={"tokens_after": after})
+        call.state.record(record)
+        call.state.measured(after)
+        log.info(
+            "compacted session=%s turn=%d reason=%s tokens_before=%d tokens_after=%d "
+            "messages_evicted=%d offload_path=%s",
+            call.session_id,
+            call.turn,
+            record.reason,
+            record.tokens_before,
+            record.tokens_after,
+            record.evicted_messages,
+            record.offload_path,
+        )
+        self.observer.compacted(call.session_id, record)
+        return call
+
+    def _offload(self, call: ModelCall, evicted: tuple[StoredMessage, ...]) -> str | None:
+        try:
+            return self.offloader.offload(
+                OffloadJob(
+                    session_id=call.session_id,
+                    turn=call.turn,
+                    from_seq=evicted[0].seq,
+                    to_seq=evicted[-1].seq,
+                    evicted=evicted,
+                )
+            )
+        except Exception:
+            # Invariant: nothing leaves the request that was not offloaded.
+            log.exception(
+                "session %s turn %d: history offload failed; keeping the messages",
+                call.session_id,
+                call.turn,
+            )
+            return None
+
+
+def _seq_at(call: ModelCall, index: int) -> int:
+    seq = call.seqs[index]
+    if seq is None:  # pragma: no cover - a boundary never lands on the summary message
+        raise ValueError("a keep boundary landed on the summary message")
+    return seq
+
+
+def _stored_before(call: ModelCall, kept_from_seq: int) -> tuple[StoredMessage, ...]:
+    return tuple(m for m in call.stored if m.seq < kept_from_seq)
+
+
+def _merge_artifacts(
+    previous: CompactionRecord | None, evicted: Sequence[StoredMessage]
+) -> tuple[str, ...]:
+    known = list(previous.artifacts) if previous else []
+    for item in artifact_index(evicted):
+        if item not in known:
+            known.append(item)
+    return tuple(known)
+
+
+def _apply(call: ModelCall, record: CompactionRecord, boundary: int) -> ModelCall:
+    """``[head] + kept``: the outgoing copy with the record applied."""
+    head = head_message(record)
+    messages = (head, *call.request.messages[boundary:])
+    seqs = (None, *call.seqs[boundary:])
+    stored = tuple(m for m in call.stored if m.seq >= record.kept_from_seq)
+    request = call.request.model_copy(update={"messages": messages})
+    return call.evolve(request=request, seqs=seqs, stored=stored)
+
+
+def _undercount_scale(call: ModelCall, tokens: int, estimator: Estimator) -> float:
+    """How much the estimate undercounts this request, from the provider's own figure.
+
+    When the provider reported "prompt is too long: N tokens", N is the truth; the
+    estimate of the same request is scaled up to it so truncation aims at real tokens.
+    """
+    reported = call.notes.get("overflow_tokens")
+    if not isinstance(reported, int) or reported <= 0:
+        return 1.0
+    estimated = estimator.estimate_request(call.request)
+    return max(1.0, reported / max(1, estimated))
