@@ -1,0 +1,135 @@
+"""Wires an agent from the settings: the embedded default or the real stack.
+
+Embedded default (no ``HANGO_REDIS_URL``): SQLite, a local history directory and the
+in-process summarizer, with the extractive summarizer as its fallback. With
+``HANGO_REDIS_URL`` the summarizer and the history offload go through Celery workers,
+falling back to the in-process path when the queue does not answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from shared.agent.chain import build_chain
+from shared.agent.filesystem import FilesystemMiddleware
+from shared.agent.loop import AgentLoop
+from shared.agent.observer import LoopObserver, Observers
+from shared.agent.tools import Tool, ToolRegistry
+from shared.config import Settings
+from shared.context.cache import PromptCacheMiddleware
+from shared.context.extractive import ExtractiveSummarizer
+from shared.context.inline import InlineOffloader, InlineSummarizer
+from shared.context.ports import HistoryOffloader, Summarizer
+from shared.context.summarize import SummarizationMiddleware
+from shared.context.truncation import ToolArgTruncationMiddleware
+from shared.history.base import HistoryBackend
+from shared.history.factory import history_from_settings
+from shared.profiles import ModelProfile, Profiles
+from shared.providers.base import Provider
+from shared.store import Store
+from shared.tokens import make_estimator
+
+
+@dataclass
+class Agent:
+    settings: Settings
+    store: Store
+    history: HistoryBackend
+    loop: AgentLoop
+    provider: Provider
+    profile: ModelProfile
+    summarizer: Summarizer
+    offloader: HistoryOffloader
+
+
+def build_agent(
+    settings: Settings,
+    *,
+    provider: Provider | None = None,
+    summarizer_provider: Provider | None = None,
+    summarizer: Summarizer | None = None,
+    offloader: HistoryOffloader | None = None,
+    observers: Sequence[LoopObserver] = (),
+    extra_tools: Sequence[Tool] = (),
+    store: Store | None = None,
+    max_tokens: int = 8192,
+) -> Agent:
+    store = store or open_store(settings)
+    history = history_from_settings(settings, engine=store.engine)
+    provider = provider or _anthropic(settings)
+    profile = Profiles.from_settings(settings).resolve(settings.model)
+    estimator = make_estimator(settings.estimator)
+    observer = Observers(list(observers))
+    inline_offloader = offloader or InlineOffloader(history)
+    inline_summarizer = summarizer or InlineSummarizer(
+        summarizer_provider or provider, fallback=ExtractiveSummarizer()
+    )
+    summarizer, offloader = _ports(settings, store, history, inline_summarizer, inline_offloader)
+    filesystem = FilesystemMiddleware(
+        history, max_result_tokens=settings.tool_result_offload_tokens, estimator=estimator
+    )
+    chain = build_chain(
+        filesystem=filesystem,
+        truncation=ToolArgTruncationMiddleware(
+            profile=profile,
+            estimator=estimator,
+            max_tokens=settings.tool_arg_max_tokens,
+            observer=observer,
+        ),
+        summarization=SummarizationMiddleware(
+            profile=profile,
+            estimator=estimator,
+            counter=provider,
+            count_timeout=settings.count_tokens_timeout,
+            summarizer=summarizer,
+            offloader=offloader,
+            observer=observer,
+        ),
+        prompt_cache=PromptCacheMiddleware(provider.capabilities.prompt_caching),
+    )
+    loop = AgentLoop(
+        store=store,
+        provider=provider,
+        chain=chain,
+        tools=ToolRegistry(history, extra_tools),
+        filesystem=filesystem,
+        model=settings.model,
+        max_tokens=max_tokens,
+        observer=observer,
+    )
+    return Agent(settings, store, history, loop, provider, profile, summarizer, offloader)
+
+
+def open_store(settings: Settings) -> Store:
+    """The store; the embedded SQLite default migrates itself on first use."""
+    store = Store.from_url(settings.database_url)
+    if settings.database_url.startswith("sqlite"):
+        store.migrate()
+    return store
+
+
+def _anthropic(settings: Settings) -> Provider:
+    from shared.providers.anthropic import AnthropicProvider
+
+    return AnthropicProvider.from_settings(settings)
+
+
+def _ports(
+    settings: Settings,
+    store: Store,
+    history: HistoryBackend,
+    summarizer: Summarizer,
+    offloader: HistoryOffloader,
+) -> tuple[Summarizer, HistoryOffloader]:
+    if settings.redis_url is None:
+        return summarizer, offloader
+    from shared.queue import make_queued_ports
+
+    return make_queued_ports(
+        settings,
+        store=store,
+        history=history,
+        fallback_summarizer=summarizer,
+        fallback_offloader=offloader,
+    )

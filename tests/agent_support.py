@@ -1,0 +1,63 @@
+"""Builders for end-to-end tests of the agent loop with a scripted model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from shared.agent.factory import Agent, build_agent
+from shared.agent.observer import LoopObserver
+from shared.config import Settings, load_settings
+from shared.messages import Request, Response
+from shared.providers.base import Capabilities
+from shared.providers.scripted import Reply, ScriptedProvider, text_reply, tool_reply
+from shared.store import Store
+
+TEST_MODEL = "test-model"
+
+
+def make_settings(tmp_path: Path, *, window: int = 6000, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "model": TEST_MODEL,
+        "model_profiles": {TEST_MODEL: {"max_input_tokens": window}},
+        "history_root": tmp_path / "history",
+        "database_url": f"sqlite:///{tmp_path / 'hango.db'}",
+        "estimator": "heuristic",
+        "tool_arg_max_tokens": 200,
+        "tool_result_offload_tokens": 100_000,
+    }
+    values.update(overrides)
+    return load_settings(**values)
+
+
+def writer_reply(i: int, size: int = 3000) -> Response:
+    """A model reply that writes a large file (a large tool input)."""
+    return tool_reply(("write_file", {"path": f"/work/file_{i}.txt", "content": f"line {i}\n" * (size // 7)}))
+
+
+def build(
+    tmp_path: Path,
+    replies: list[Reply] | None = None,
+    *,
+    store: Store | None = None,
+    window: int = 6000,
+    caching: bool = False,
+    observers: list[LoopObserver] | None = None,
+    **overrides: Any,
+) -> tuple[Agent, ScriptedProvider]:
+    provider = ScriptedProvider(replies or [], capabilities=Capabilities(prompt_caching=caching))
+    summarizer = ScriptedProvider(fallback=lambda r: text_reply("SUMMARY of earlier work: wrote /work/file_0.txt"))
+    settings = make_settings(tmp_path, window=window, **overrides)
+    agent = build_agent(
+        settings,
+        provider=provider,
+        summarizer_provider=summarizer,
+        store=store,
+        observers=observers or [],
+    )
+    return agent, provider
+
+
+def dumps(request: Request) -> str:
+    return json.dumps(request.to_api())
