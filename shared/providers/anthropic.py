@@ -1,0 +1,203 @@
+"""The Anthropic adapter: sends wire requests through the official ``anthropic`` SDK.
+
+It owns four things: building the SDK client (timeouts and retries are the SDK's own
+options, never a loop of ours), sending exactly the JSON of a :class:`Request`, reading
+the raw response JSON into a :class:`Response` (so no field the SDK does not model is
+lost), and :func:`provider_error` -- the one place where SDK exceptions become
+:mod:`shared.errors`. The API key is only ever handed to the SDK; error messages are
+built from the API's own error text and scrubbed of the key.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any
+
+import anthropic
+from anthropic.resources.messages import Messages
+from pydantic import ValidationError
+
+from shared.config import Settings
+from shared.errors import (
+    ConfigError,
+    ContextOverflowError,
+    InvalidRequestError,
+    ProviderError,
+    TransientProviderError,
+)
+from shared.messages import JsonObject, Request, Response
+from shared.providers.base import Capabilities
+
+# The API gives no error code for an overflow, only this text (research note A3), so
+# matching it is unavoidable; it is matched here and nowhere else.
+_PROMPT_TOO_LONG = re.compile(r"prompt is too long:\s*(\d+)\s*tokens?\s*>\s*(\d+)\s*maximum")
+# Models before Claude 4.5 refuse input + max_tokens over the window with this text.
+_INPUT_PLUS_OUTPUT = re.compile(
+    r"input length and `?max_tokens`? exceed context limit:\s*(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)"
+)
+# Worth retrying: request timeout, rate limit; every status >= 500 (529 overloaded too).
+_TRANSIENT_STATUSES = frozenset({408, 429})
+# Keys that only steer generation: the count endpoint refuses them and they cost no input.
+_GENERATION_ONLY = frozenset(
+    {"max_tokens", "stream", "stop_sequences", "temperature", "top_p", "top_k", "metadata"}
+    | {"service_tier", "inference_geo", "container", "diagnostics"}
+)
+_SDK_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
+
+
+def _body_keywords(method: Callable[..., Any]) -> frozenset[str]:
+    """The body keys an SDK method takes as keyword arguments."""
+    return frozenset(inspect.signature(method).parameters) - _SDK_OPTIONS - {"self"}
+
+
+_CREATE_KEYS = _body_keywords(Messages.create)
+_COUNT_KEYS = _body_keywords(Messages.count_tokens)
+
+
+def sdk_arguments(body: JsonObject, accepted: frozenset[str]) -> dict[str, Any]:
+    """Keyword arguments that make the SDK POST exactly ``body``.
+
+    Keys the SDK method has no parameter for (newer or beta API fields) travel in
+    ``extra_body``, which the SDK merges into the JSON unchanged.
+    """
+    arguments: dict[str, Any] = {k: v for k, v in body.items() if k in accepted}
+    extra = {k: v for k, v in body.items() if k not in accepted}
+    if extra:
+        arguments["extra_body"] = extra
+    return arguments
+
+
+def provider_error(error: anthropic.AnthropicError, *, secret: str | None) -> ProviderError:
+    """The product error for an SDK error; the only place SDK errors are interpreted."""
+    if isinstance(error, anthropic.APIStatusError):
+        return _status_error(error, secret)
+    if isinstance(error, anthropic.APIConnectionError):  # APITimeoutError is one too
+        kind = "timed out" if isinstance(error, anthropic.APITimeoutError) else "connection failed"
+        return TransientProviderError(_scrub(f"Anthropic API {kind}: {error}", secret))
+    return ProviderError(_scrub(f"Anthropic SDK error: {type(error).__name__}: {error}", secret))
+
+
+def _status_error(error: anthropic.APIStatusError, secret: str | None) -> ProviderError:
+    status = error.status_code
+    text = error.api_message or str(error.body or error)
+    message = _scrub(f"Anthropic API {status} ({error.type or 'error'}): {text}", secret)
+    if error.request_id:
+        message += f" [request {error.request_id}]"
+    if status == 400:
+        return _bad_request_error(text, message)
+    if status in _TRANSIENT_STATUSES or status >= 500:
+        return TransientProviderError(message, status=status)
+    return ProviderError(message, status=status)
+
+
+def _bad_request_error(text: str, message: str) -> ProviderError:
+    too_long = _PROMPT_TOO_LONG.search(text)
+    if too_long:
+        tokens, maximum = (int(g) for g in too_long.groups())
+        return ContextOverflowError(message, tokens=tokens, maximum=maximum, status=400)
+    input_plus_output = _INPUT_PLUS_OUTPUT.search(text)
+    if input_plus_output:
+        # ``tokens`` is input + max_tokens here: what has to come under ``maximum``.
+        given, reserved, maximum = (int(g) for g in input_plus_output.groups())
+        return ContextOverflowError(message, tokens=given + reserved, maximum=maximum, status=400)
+    return InvalidRequestError(message, status=400)
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    return text.replace(secret, "[redacted]") if secret else text
+
+
+def _counting_body(request: Request) -> JsonObject:
+    body = request.count_tokens_body()
+    return {k: v for k, v in body.items() if k not in _GENERATION_ONLY}
+
+
+class AnthropicProvider:
+    """``Provider`` and ``TokenCounter`` backed by the Anthropic Messages API."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        base_url: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 2,
+        prompt_caching: bool = True,
+    ) -> None:
+        # With api_key None the SDK falls back to ANTHROPIC_API_KEY / its profile files.
+        self._secret = api_key
+        self._client = anthropic.Anthropic(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+        )
+        # Counting is a cheap pre-check with its own deadline: a retry would only blow it.
+        self._counting_client = self._client.with_options(max_retries=0)
+        self._capabilities = Capabilities(prompt_caching=prompt_caching, token_counting=True)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AnthropicProvider:
+        key = settings.anthropic_api_key
+        return cls(
+            api_key=key.get_secret_value() if key is not None else None,
+            base_url=settings.anthropic_base_url,
+            timeout=settings.provider_timeout,
+            max_retries=settings.provider_max_retries,
+        )
+
+    @property
+    def name(self) -> str:
+        return "anthropic"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(base_url={str(self._client.base_url)!r})"
+
+    def complete(self, request: Request) -> Response:
+        """Send ``request`` as is; raise :mod:`shared.errors` on failure or overflow."""
+        self._require_credentials()
+        arguments = sdk_arguments(request.to_api(), _CREATE_KEYS)
+        try:
+            raw = self._client.messages.with_raw_response.create(**arguments)
+        except anthropic.AnthropicError as e:
+            raise provider_error(e, secret=self._secret) from e
+        response = _parse_response(raw.http_response.content, request.model)
+        if response.stop_reason == "model_context_window_exceeded":
+            raise ContextOverflowError(
+                f"{request.model}: generation stopped at the context window "
+                f"(stop_reason model_context_window_exceeded, "
+                f"{response.usage.total_input_tokens()} input tokens)"
+            )
+        return response
+
+    def count_tokens(self, request: Request, *, timeout: float) -> int:
+        """The API's input-token count of ``request``, within ``timeout`` seconds, no retry."""
+        self._require_credentials()
+        arguments = sdk_arguments(_counting_body(request), _COUNT_KEYS)
+        try:
+            counted = self._counting_client.messages.count_tokens(**arguments, timeout=timeout)
+        except anthropic.AnthropicError as e:
+            raise provider_error(e, secret=self._secret) from e
+        return counted.input_tokens
+
+    def _require_credentials(self) -> None:
+        client = self._client
+        if client.api_key is None and client.auth_token is None and client.credentials is None:
+            raise ConfigError(
+                "no Anthropic API key: set ANTHROPIC_API_KEY (or HANGO_ANTHROPIC_API_KEY)",
+                variable="ANTHROPIC_API_KEY",
+            )
+
+
+def _parse_response(content: bytes, model: str) -> Response:
+    try:
+        return Response.model_validate_json(content)
+    except ValidationError as e:
+        raise ProviderError(
+            f"{model}: the Messages API answered with a body that is not a message: "
+            f"{e.errors()[0]['msg']} ({content[:200]!r})",
+            status=200,
+        ) from e
