@@ -1,0 +1,252 @@
+"""Reusable message histories for tests: builders, a deterministic estimator, a strategy.
+
+- Small constructors (``user``, ``assistant``, ``call``, ``result``, ``calls``,
+  ``results``) for hand-written fixtures.
+- :class:`HistoryBuilder`, a fluent builder that numbers tool_use ids itself.
+- :class:`CharEstimator`, a trivial deterministic :class:`~shared.tokens.base.Estimator`
+  (JSON characters / 4) so tests never depend on the real estimators.
+- :func:`histories`, a hypothesis strategy for random *valid* histories: text turns,
+  parallel tool batches, errored results, multi-block content, thinking blocks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from hypothesis import strategies as st
+
+from shared.messages import (
+    ContentBlock,
+    ImageBlock,
+    Message,
+    Request,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+
+TOOL_NAMES = ("read_file", "write_file", "edit_file", "ls", "bash")
+TINY_PNG = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+
+
+# --- constructors ---------------------------------------------------------------------
+
+
+def user(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def assistant(text: str) -> Message:
+    return Message(role="assistant", content=(TextBlock(text=text),))
+
+
+def call(tool_id: str, name: str = "read_file", **arguments: Any) -> ToolUseBlock:
+    return ToolUseBlock(id=tool_id, name=name, input=arguments or {"path": f"/src/{tool_id}.py"})
+
+
+def result(
+    tool_id: str, content: str | Sequence[TextBlock | ImageBlock] = "ok", *, is_error: bool = False
+) -> ToolResultBlock:
+    body = content if isinstance(content, str) else tuple(content)
+    if is_error:
+        return ToolResultBlock(tool_use_id=tool_id, content=body, is_error=True)
+    return ToolResultBlock(tool_use_id=tool_id, content=body)
+
+
+def calls(*uses: ToolUseBlock, text: str | None = None, thinking: str | None = None) -> Message:
+    """An assistant message: optional thinking, optional text, then the tool calls."""
+    blocks: list[ContentBlock] = []
+    if thinking is not None:
+        blocks.append(ThinkingBlock(thinking=thinking, signature="sig-" + str(len(thinking))))
+    if text is not None:
+        blocks.append(TextBlock(text=text))
+    blocks.extend(uses)
+    return Message(role="assistant", content=tuple(blocks))
+
+
+def results(*answers: ToolResultBlock, text: str | None = None) -> Message:
+    """A user message answering a batch (results first, as the API wants), then text."""
+    blocks: list[ContentBlock] = list(answers)
+    if text is not None:
+        blocks.append(TextBlock(text=text))
+    return Message(role="user", content=tuple(blocks))
+
+
+def payload(size: int, salt: str = "x") -> str:
+    """Deterministic filler text of exactly ``size`` characters."""
+    if size <= 0:
+        return ""
+    unit = f"{salt} lorem ipsum dolor sit amet, line of file content\n"
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def head_message(text: str = "Summary of the conversation so far.") -> Message:
+    """A summary-style head message (user role) to put before a kept part."""
+    return user(text)
+
+
+# --- the fluent builder ----------------------------------------------------------------
+
+
+class HistoryBuilder:
+    """Appends messages in order and numbers tool ids ``toolu_<prefix><n>``."""
+
+    def __init__(self, prefix: str = "") -> None:
+        self._messages: list[Message] = []
+        self._prefix = prefix
+        self._next_id = 1
+
+    def new_id(self) -> str:
+        tool_id = f"toolu_{self._prefix}{self._next_id:04d}"
+        self._next_id += 1
+        return tool_id
+
+    def add(self, message: Message) -> HistoryBuilder:
+        self._messages.append(message)
+        return self
+
+    def user(self, text: str) -> HistoryBuilder:
+        return self.add(user(text))
+
+    def say(self, text: str) -> HistoryBuilder:
+        return self.add(assistant(text))
+
+    def batch(
+        self,
+        width: int = 1,
+        *,
+        name: str = "read_file",
+        arg_chars: int = 40,
+        result_chars: int = 40,
+        errors: Iterable[int] = (),
+        text: str | None = None,
+    ) -> HistoryBuilder:
+        """One assistant message with ``width`` parallel calls, then the message of results."""
+        failing = set(errors)
+        ids = [self.new_id() for _ in range(width)]
+        uses = [
+            ToolUseBlock(
+                id=i, name=name, input={"path": f"/src/{i}.py", "content": payload(arg_chars, i)}
+            )
+            for i in ids
+        ]
+        answers = [
+            result(i, payload(result_chars, i) or "ok", is_error=n in failing)
+            for n, i in enumerate(ids)
+        ]
+        self.add(calls(*uses, text=text))
+        return self.add(results(*answers))
+
+    def build(self) -> tuple[Message, ...]:
+        return tuple(self._messages)
+
+
+# --- a deterministic estimator ---------------------------------------------------------
+
+
+class CharEstimator:
+    """Tokens = ceil(JSON characters / 4), plus fixed framing; deterministic and exact-free."""
+
+    name = "chars/4"
+    message_overhead = 4
+    request_overhead = 8
+
+    def estimate(self, text: str) -> int:
+        return (len(text) + 3) // 4
+
+    def estimate_message(self, message: Message) -> int:
+        return self.estimate(_json(message.to_api())) + self.message_overhead
+
+    def estimate_messages(self, messages: Iterable[Message]) -> int:
+        return sum(self.estimate_message(m) for m in messages)
+
+    def estimate_request(self, request: Request) -> int:
+        fixed = self.estimate(_json([b.to_api() for b in request.system_blocks()]))
+        fixed += self.estimate(_json([t.to_api() for t in request.tool_definitions()]))
+        return fixed + self.estimate_messages(request.messages) + self.request_overhead
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def request_of(messages: Sequence[Message], *, system: str = "You are a careful agent.") -> Request:
+    return Request(model="claude-test", max_tokens=1024, messages=tuple(messages), system=system)
+
+
+# --- inspection helpers ----------------------------------------------------------------
+
+
+def shape(messages: Sequence[Message]) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
+    """Roles, block types and ids/names: everything truncation must never change."""
+    return [(m.role, tuple(_block_key(b) for b in m.blocks())) for m in messages]
+
+
+def _block_key(block: ContentBlock) -> tuple[str, str]:
+    if isinstance(block, ToolUseBlock):
+        return ("tool_use", f"{block.id}:{block.name}:{sorted(block.input)}")
+    if isinstance(block, ToolResultBlock):
+        return ("tool_result", f"{block.tool_use_id}:{block.is_error}")
+    return (block.type, "")
+
+
+def tool_ids(messages: Sequence[Message]) -> list[str]:
+    return [u.id for m in messages for u in m.tool_uses()]
+
+
+# --- hypothesis strategy ---------------------------------------------------------------
+
+_SIZES = st.sampled_from([1, 12, 60, 300, 1500, 6000])
+
+
+@st.composite
+def _tool_step(draw: st.DrawFn, builder: HistoryBuilder, max_batch: int) -> None:
+    width = draw(st.integers(1, max_batch))
+    ids = [builder.new_id() for _ in range(width)]
+    uses = [
+        ToolUseBlock(
+            id=i,
+            name=draw(st.sampled_from(TOOL_NAMES)),
+            input={"path": f"/w/{i}", "content": payload(draw(_SIZES), i), "line": n},
+        )
+        for n, i in enumerate(ids)
+    ]
+    text = draw(st.none() | st.just("Let me look."))
+    thinking = draw(st.none() | st.just("Thinking about which file to open next."))
+    builder.add(calls(*uses, text=text, thinking=thinking))
+    answers = [draw(_result(i)) for i in ids]
+    builder.add(results(*answers, text=draw(st.none() | st.just("Continue."))))
+
+
+@st.composite
+def _result(draw: st.DrawFn, tool_id: str) -> ToolResultBlock:
+    is_error = draw(st.integers(0, 5)) == 0
+    parts = draw(st.integers(0, 3))  # 0: plain string content
+    if parts == 0:
+        return result(tool_id, payload(draw(_SIZES), tool_id), is_error=is_error)
+    blocks: list[TextBlock | ImageBlock] = [
+        TextBlock(text=payload(draw(_SIZES), f"{tool_id}.{n}")) for n in range(parts)
+    ]
+    if draw(st.booleans()):
+        blocks.append(ImageBlock(source=TINY_PNG))
+    return result(tool_id, blocks, is_error=is_error)
+
+
+@st.composite
+def histories(
+    draw: st.DrawFn, *, min_steps: int = 0, max_steps: int = 12, max_batch: int = 4
+) -> tuple[Message, ...]:
+    """A valid history: starts with the user's task, strictly alternates, ends with a user
+    message, and every tool_use is answered in the next message."""
+    builder = HistoryBuilder()
+    builder.user("Please fix the failing test in the parser.")
+    for step in range(draw(st.integers(min_steps, max_steps))):
+        if draw(st.integers(0, 3)) == 0:
+            builder.say(f"Progress note {step}: " + payload(draw(_SIZES), str(step)))
+            builder.user(f"Follow-up {step}: keep going.")
+        else:
+            draw(_tool_step(builder, max_batch))
+    return builder.build()
