@@ -1,0 +1,102 @@
+"""Markdown rendering of evicted messages for the history file.
+
+The history file is the only place an evicted message survives in readable form, so the
+rendering is verbatim and lossless for everything the model can use: text, thinking,
+every ``tool_use`` input (as JSON) and every ``tool_result`` text. Each payload sits in
+its own fenced block whose fence is longer than any run of backticks inside it, so no
+content (a transcript about Markdown, a file full of ```) can break out of its block
+or fake a heading of the file.
+
+The output is deterministic (no clocks; messages and blocks in their stored order): the same
+evicted range always renders to the same bytes, which keeps offloads idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from shared.messages import (
+    ContentBlock,
+    ImageBlock,
+    RedactedThinkingBlock,
+    StoredMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+
+_BACKTICK_RUN = re.compile(r"`+")
+
+
+def fence_for(content: str) -> str:
+    """A backtick fence longer than the longest backtick run in ``content`` (at least 3)."""
+    longest = max((len(run) for run in _BACKTICK_RUN.findall(content)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def fenced(content: str, info: str = "") -> str:
+    """``content`` inside a fenced code block that nothing in it can close."""
+    fence = fence_for(content)
+    return f"{fence}{info}\n{content}\n{fence}"
+
+
+def render_evicted(session_id: str, turn: int, evicted: Sequence[StoredMessage]) -> str:
+    """The Markdown section recording one evicted range, ending with a newline."""
+    if not evicted:
+        raise ValueError(f"nothing to render for session {session_id!r} turn {turn}: no messages")
+    first, last = evicted[0].seq, evicted[-1].seq
+    parts = [
+        f"## Turn {turn}: messages {first}\u2013{last}",
+        f"Session `{session_id}`: {len(evicted)} messages evicted from the model's context "
+        f"at turn {turn}, recorded verbatim.",
+    ]
+    parts.extend(_render_message(stored) for stored in evicted)
+    return "\n\n".join(parts) + "\n"
+
+
+def _render_message(stored: StoredMessage) -> str:
+    heading = f"### Message {stored.seq} \u00b7 {stored.message.role} \u00b7 turn {stored.turn}"
+    return "\n\n".join([heading, *(_render_block(block) for block in stored.message.blocks())])
+
+
+def _render_block(block: ContentBlock) -> str:
+    if isinstance(block, TextBlock):
+        return fenced(block.text, "text")
+    if isinstance(block, ToolUseBlock):
+        return f"**tool_use** `{block.name}` (id `{block.id}`)\n\n" + fenced(
+            json.dumps(block.input, indent=2, ensure_ascii=False), "json"
+        )
+    if isinstance(block, ToolResultBlock):
+        return _render_tool_result(block)
+    if isinstance(block, ThinkingBlock):
+        return "**thinking**\n\n" + fenced(block.thinking, "text")
+    if isinstance(block, RedactedThinkingBlock):
+        return "**redacted thinking** (encrypted by the provider; nothing readable to keep)"
+    if isinstance(block, ImageBlock):
+        return f"**image** ({_media_type(block.source)}; not stored in the history file)"
+    return f"**{block.type} block**\n\n" + fenced(
+        json.dumps(block.to_api(), indent=2, ensure_ascii=False), "json"
+    )
+
+
+def _render_tool_result(block: ToolResultBlock) -> str:
+    flag = " **(error)**" if block.is_error else ""
+    heading = f"**tool_result** for `{block.tool_use_id}`{flag}"
+    images = _image_count(block)
+    if images:
+        heading += f" ({images} image(s) not stored in the history file)"
+    return f"{heading}\n\n" + fenced(block.text(), "text")
+
+
+def _image_count(block: ToolResultBlock) -> int:
+    if block.content is None or isinstance(block.content, str):
+        return 0
+    return sum(1 for item in block.content if isinstance(item, ImageBlock))
+
+
+def _media_type(source: dict[str, object]) -> str:
+    media_type = source.get("media_type")
+    return str(media_type) if media_type else str(source.get("type", "unknown source"))
