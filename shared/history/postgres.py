@@ -1,0 +1,132 @@
+"""The database history backend: history files as rows, readable from every host of a pool.
+
+``history_files`` holds each file's text; ``history_sections`` holds one row per
+(file, section key) appended. ``append_section`` inserts the section row with ``ON
+CONFLICT DO NOTHING`` and appends to the file only when that insert took, in the same
+transaction: a concurrent duplicate waits on the first one's key, finds it, and appends
+nothing. The file text is extended in SQL (``content || ...``) under the row lock of the
+upsert, so different keys appended concurrently are all kept.
+
+A key counts as appended exactly when its marker line is in the file, as in the local
+backend: ``write`` replaces the file's section rows with the markers of its new text.
+Written for PostgreSQL; SQLite works too (the same SQL), which keeps tests of code that
+merely uses a backend fast.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    String,
+    case,
+    delete,
+    func,
+    literal,
+    select,
+)
+
+from shared.history.paths import (
+    is_under,
+    normalize,
+    section_keys,
+    section_text,
+)
+from shared.store.tables import conflict_insert, history_files, history_sections
+
+
+class PostgresHistory:
+    """A :class:`~shared.history.base.HistoryBackend` over the ``history_*`` tables."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def read(self, path: str) -> str:
+        virtual = normalize(path)
+        query = select(history_files.c.content).where(history_files.c.path == virtual)
+        with self.engine.connect() as conn:
+            content = conn.execute(query).scalar()
+        if content is None:
+            raise FileNotFoundError(f"no history file {virtual!r}")
+        return str(content)
+
+    def write(self, path: str, content: str) -> None:
+        virtual = normalize(path)
+        with self.engine.begin() as conn:
+            statement = conflict_insert(conn.dialect.name, history_files)
+            conn.execute(
+                statement.on_conflict_do_update(
+                    index_elements=["path"],
+                    set_={"content": statement.excluded.content, "updated_at": _now()},
+                ),
+                {"path": virtual, "content": content, "updated_at": _now()},
+            )
+            conn.execute(delete(history_sections).where(history_sections.c.path == virtual))
+            _record_keys(conn, virtual, section_keys(content))
+
+    def append_section(self, path: str, key: str, content: str) -> bool:
+        virtual = normalize(path)
+        addition = section_text(key, content)  # validates the key before any SQL
+        with self.engine.begin() as conn:
+            if not _record_keys(conn, virtual, {key}):
+                return False
+            statement = conflict_insert(conn.dialect.name, history_files)
+            conn.execute(
+                statement.on_conflict_do_update(
+                    index_elements=["path"],
+                    set_={"content": _appended(addition), "updated_at": _now()},
+                ),
+                {"path": virtual, "content": addition, "updated_at": _now()},
+            )
+            return True
+
+    def ls(self, prefix: str = "/") -> list[str]:
+        wanted = normalize(prefix)
+        query = select(history_files.c.path)
+        if wanted != "/":
+            query = query.where(
+                (history_files.c.path == wanted)
+                | history_files.c.path.startswith(wanted + "/", autoescape=True)
+            )
+        with self.engine.connect() as conn:
+            found = [str(path) for path in conn.execute(query).scalars()]
+        # Sorted in Python, not by the database collation, so both backends list alike.
+        return sorted(path for path in found if is_under(path, wanted))
+
+    def exists(self, path: str) -> bool:
+        query = select(history_files.c.path).where(history_files.c.path == normalize(path))
+        with self.engine.connect() as conn:
+            return conn.execute(query).first() is not None
+
+
+def _record_keys(conn: Connection, virtual: str, keys: set[str]) -> bool:
+    """Insert the section rows; whether any of them was new."""
+    if not keys:
+        return False
+    statement = conflict_insert(conn.dialect.name, history_sections).on_conflict_do_nothing(
+        index_elements=["path", "key"]
+    )
+    rows = [{"path": virtual, "key": key} for key in sorted(keys)]
+    inserted = sum(conn.execute(statement, row).rowcount for row in rows)
+    return inserted > 0
+
+
+def _appended(addition: str) -> ColumnElement[str]:
+    """SQL for the current text + ``addition``, starting ``addition`` on a fresh line.
+
+    Evaluated by the upsert against the locked, latest row, so it never loses a
+    concurrent append (mirrors :func:`shared.history.paths.joined`).
+    """
+    current = history_files.c.content
+    text = literal(addition, String)
+    needs_newline = (func.length(current) > 0) & (
+        func.substr(current, func.length(current), 1) != "\n"
+    )
+    return case((needs_newline, current + "\n" + text), else_=current + text)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

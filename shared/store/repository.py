@@ -1,0 +1,318 @@
+"""The store: sessions, their append-only messages and their runs, through SQLAlchemy Core.
+
+One :class:`Store` serves PostgreSQL (the real target) and SQLite (the embedded default).
+Each method is one short transaction, so a ``Store`` is safe to share between threads.
+
+Messages are append-only (invariant 1): this class has no way to change or remove a
+stored message, and nothing else in the product writes the ``messages`` table. A message
+is anchored to its per-session ``seq`` (invariant 6), assigned here as the next number in
+the session while the session row is locked; SQLite, which has no row locks, retries on
+the primary-key conflict instead.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from sqlalchemy import Connection, Engine, Row, create_engine, event, func, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
+
+from shared.context.record import RunState
+from shared.history.paths import validate_session_id
+from shared.messages import Message, StoredMessage
+from shared.store.tables import conflict_insert, messages, runs, sessions
+
+RUN_STATUSES = frozenset({"running", "completed", "failed"})
+FINISHED_STATUSES = frozenset({"completed", "failed"})
+_APPEND_ATTEMPTS = 50
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    id: str
+    model: str
+    created_at: datetime
+    last_input_tokens: int
+    compactions: int
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: int
+    session_id: str
+    turn: int
+    status: str
+    state: RunState
+    error: str | None
+
+
+class UnknownSessionError(LookupError):
+    """The session was never created with :meth:`Store.ensure_session`."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"unknown session {session_id!r}: call ensure_session first")
+        self.session_id = session_id
+
+
+class Store:
+    """Sessions, messages and runs in one database."""
+
+    engine: Engine
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def from_url(cls, url: str) -> Store:
+        """A store for ``url``: a SQLite file gets its directory; PostgreSQL pings its pool."""
+        return cls(engine_from_url(url))
+
+    def migrate(self) -> None:
+        """Bring the schema to the head Alembic revision, on this engine's connection."""
+        config = AlembicConfig()
+        config.set_main_option("script_location", str(migrations_dir()))
+        config.set_main_option("path_separator", "os")
+        with self.engine.connect() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+            conn.commit()
+            if conn.dialect.name == "sqlite":
+                # env.py turned enforcement off for the table rebuilds; this connection
+                # goes back to the pool, so turn it on again.
+                conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+                conn.commit()
+
+    # -- sessions ---------------------------------------------------------------------
+
+    def ensure_session(self, session_id: str, model: str) -> None:
+        """Create the session unless it exists (an existing one is left as it is)."""
+        validate_session_id(session_id)
+        with self.engine.begin() as conn:
+            statement = conflict_insert(conn.dialect.name, sessions).on_conflict_do_nothing(
+                index_elements=["id"]
+            )
+            conn.execute(statement, {"id": session_id, "model": model, "created_at": _now()})
+
+    def session(self, session_id: str) -> SessionInfo | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(sessions).where(sessions.c.id == session_id)).first()
+        return None if row is None else _session_info(row)
+
+    def sessions(self) -> list[SessionInfo]:
+        query = select(sessions).order_by(sessions.c.created_at, sessions.c.id)
+        with self.engine.connect() as conn:
+            return [_session_info(row) for row in conn.execute(query)]
+
+    def write_session_counters(
+        self, session_id: str, *, last_input_tokens: int, compactions: int
+    ) -> None:
+        """Write both counters with exactly one ``UPDATE sessions`` statement."""
+        statement = (
+            update(sessions)
+            .where(sessions.c.id == session_id)
+            .values(last_input_tokens=last_input_tokens, compactions=compactions)
+        )
+        with self.engine.begin() as conn:
+            if conn.execute(statement).rowcount == 0:
+                raise UnknownSessionError(session_id)
+
+    # -- messages (append-only) -------------------------------------------------------
+
+    def append_message(self, session_id: str, turn: int, message: Message) -> StoredMessage:
+        """Store ``message`` as the session's next ``seq`` (1, 2, ...) and return it."""
+        for attempt in range(_APPEND_ATTEMPTS):
+            try:
+                return self._append_once(session_id, turn, message)
+            except IntegrityError:
+                if self.session(session_id) is None:
+                    raise UnknownSessionError(session_id) from None
+                # Another writer took this seq first (SQLite only): take the next one.
+                time.sleep(0.001 * (attempt + 1))
+        raise RuntimeError(
+            f"could not append to session {session_id!r} after {_APPEND_ATTEMPTS} attempts"
+        )
+
+    def _append_once(self, session_id: str, turn: int, message: Message) -> StoredMessage:
+        with self.engine.begin() as conn:
+            _lock_session(conn, session_id)
+            last = select(func.coalesce(func.max(messages.c.seq), 0)).where(
+                messages.c.session_id == session_id
+            )
+            seq = int(conn.execute(last).scalar_one()) + 1
+            conn.execute(
+                messages.insert().values(
+                    session_id=session_id,
+                    seq=seq,
+                    turn=turn,
+                    role=message.role,
+                    content=message.to_api(),
+                    created_at=_now(),
+                )
+            )
+        return StoredMessage(seq=seq, turn=turn, message=message)
+
+    def messages(
+        self, session_id: str, from_seq: int | None = None, to_seq: int | None = None
+    ) -> list[StoredMessage]:
+        """The session's messages ordered by ``seq``, within the inclusive bounds given."""
+        query = select(messages.c.seq, messages.c.turn, messages.c.content).where(
+            messages.c.session_id == session_id
+        )
+        if from_seq is not None:
+            query = query.where(messages.c.seq >= from_seq)
+        if to_seq is not None:
+            query = query.where(messages.c.seq <= to_seq)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(messages.c.seq)).all()
+        return [
+            StoredMessage(seq=row.seq, turn=row.turn, message=Message.model_validate(row.content))
+            for row in rows
+        ]
+
+    def last_turn(self, session_id: str) -> int:
+        """The highest turn of any message or run of the session; 0 when there is none."""
+        by_messages = select(func.max(messages.c.turn)).where(messages.c.session_id == session_id)
+        by_runs = select(func.max(runs.c.turn)).where(runs.c.session_id == session_id)
+        with self.engine.connect() as conn:
+            found = [conn.execute(by_messages).scalar(), conn.execute(by_runs).scalar()]
+        return max((int(turn) for turn in found if turn is not None), default=0)
+
+    # -- runs -------------------------------------------------------------------------
+
+    def start_run(self, session_id: str, turn: int, state: RunState) -> int:
+        """The id of the run for (session, turn): created now, or the existing one unchanged."""
+        values = {
+            "session_id": session_id,
+            "turn": turn,
+            "status": "running",
+            "state": state.model_dump(mode="json"),
+            "started_at": _now(),
+        }
+        with self.engine.begin() as conn:
+            _lock_session(conn, session_id)
+            statement = conflict_insert(conn.dialect.name, runs).on_conflict_do_nothing(
+                index_elements=["session_id", "turn"]
+            )
+            conn.execute(statement, values)
+            existing = select(runs.c.id).where(runs.c.session_id == session_id, runs.c.turn == turn)
+            return int(conn.execute(existing).scalar_one())
+
+    def run(self, session_id: str, turn: int) -> RunInfo | None:
+        query = select(runs).where(runs.c.session_id == session_id, runs.c.turn == turn)
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else _run_info(row)
+
+    def runs(self, session_id: str) -> list[RunInfo]:
+        query = select(runs).where(runs.c.session_id == session_id).order_by(runs.c.turn)
+        with self.engine.connect() as conn:
+            return [_run_info(row) for row in conn.execute(query)]
+
+    def save_run_state(self, run_id: int, state: RunState) -> None:
+        self._update_run(run_id, state=state.model_dump(mode="json"))
+
+    def finish_run(self, run_id: int, status: str, error: str | None = None) -> None:
+        """Close the run as ``"completed"`` or ``"failed"`` (with its error text)."""
+        if status not in FINISHED_STATUSES:
+            raise ValueError(
+                f"invalid run status {status!r}: use one of {sorted(FINISHED_STATUSES)}"
+            )
+        self._update_run(run_id, status=status, error=error, finished_at=_now())
+
+    def latest_state(self, session_id: str) -> RunState:
+        """The state of the session's run with the highest turn; an empty state if none."""
+        query = (
+            select(runs.c.state)
+            .where(runs.c.session_id == session_id)
+            .order_by(runs.c.turn.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            found = conn.execute(query).scalar()
+        return RunState() if found is None else RunState.model_validate(found)
+
+    def _update_run(self, run_id: int, **values: Any) -> None:
+        with self.engine.begin() as conn:
+            changed = conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
+            if changed.rowcount == 0:
+                raise LookupError(f"unknown run id {run_id}")
+
+
+def migrations_dir() -> Path:
+    """The Alembic scripts: beside the package in a checkout, else under the working dir.
+
+    A non-editable install (the container image) does not ship ``migrations/``; the image
+    keeps the sources in its working directory, which is where the second look goes.
+    """
+    candidates = [Path(__file__).resolve().parents[2] / "migrations", Path.cwd() / "migrations"]
+    for candidate in candidates:
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise FileNotFoundError(f"no Alembic migrations found in {[str(c) for c in candidates]}")
+
+
+def engine_from_url(url: str) -> Engine:
+    """An engine for ``url`` set up for this store's access pattern."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(url, parsed.database)
+    return create_engine(url, pool_pre_ping=True)
+
+
+def _sqlite_engine(url: str, database: str | None) -> Engine:
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    # Writers queue on SQLite's lock for up to 30 s instead of failing at once.
+    engine = create_engine(url, connect_args={"timeout": 30})
+    event.listen(engine, "connect", _enable_sqlite_foreign_keys)
+    return engine
+
+
+def _enable_sqlite_foreign_keys(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _lock_session(conn: Connection, session_id: str) -> None:
+    """Lock the session row for this transaction (a no-op on SQLite); fail if it is absent."""
+    query = select(sessions.c.id).where(sessions.c.id == session_id).with_for_update()
+    if conn.execute(query).first() is None:
+        raise UnknownSessionError(session_id)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _aware(moment: datetime) -> datetime:
+    # SQLite keeps no zone; every time this store writes is UTC.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _session_info(row: Row[Any]) -> SessionInfo:
+    return SessionInfo(
+        id=row.id,
+        model=row.model,
+        created_at=_aware(row.created_at),
+        last_input_tokens=row.last_input_tokens,
+        compactions=row.compactions,
+    )
+
+
+def _run_info(row: Row[Any]) -> RunInfo:
+    return RunInfo(
+        id=row.id,
+        session_id=row.session_id,
+        turn=row.turn,
+        status=row.status,
+        state=RunState.model_validate(row.state),
+        error=row.error,
+    )
