@@ -1,0 +1,59 @@
+"""Publishing the summarize and offload tasks from the agent side.
+
+The agent does not import the worker package: it publishes by task name through a small
+producer app built from the same configuration (:func:`shared.queue.config.celery_config`),
+so an agent host needs Redis and nothing of the worker's runtime. A publish that cannot
+reach the broker fails fast (bounded retry policy) instead of stalling the turn.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Protocol
+
+from celery import Celery
+
+from shared.config import Settings
+from shared.queue.config import celery_config
+
+# kombu's default retries a failed publish for a few seconds; a turn falls back instead.
+PUBLISH_RETRY_POLICY = {
+    "max_retries": 2,
+    "interval_start": 0.0,
+    "interval_step": 0.2,
+    "interval_max": 0.5,
+}
+
+
+class Dispatcher(Protocol):
+    def dispatch(self, task: str, kwargs: dict[str, Any], *, expires: float) -> str:
+        """Publish one task; return its id. ``expires`` is seconds from now."""
+        ...
+
+
+def producer_app(settings: Settings) -> Celery:
+    """A Celery app that only publishes (no tasks registered, not the current app)."""
+    app = Celery("hango-producer", set_as_current=False)
+    app.conf.update(celery_config(settings))
+    return app
+
+
+class CeleryDispatcher:
+    """Publishes by task name; routing to the summarize/offload queue comes from the config."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+
+    def dispatch(self, task: str, kwargs: dict[str, Any], *, expires: float) -> str:
+        # A fresh id per publish: a re-dispatch after a dead worker must not share an id
+        # with the lost message (Celery does not dedupe ids, and it confuses Flower).
+        task_id = str(uuid.uuid4())
+        self.app.send_task(
+            task,
+            kwargs=kwargs,
+            task_id=task_id,
+            expires=max(1.0, expires),
+            retry=True,
+            retry_policy=PUBLISH_RETRY_POLICY,
+        )
+        return task_id

@@ -1,0 +1,150 @@
+"""The bodies of the summarize and offload tasks (``worker/tasks.py`` only wraps them).
+
+Each body is idempotent on ``(session_id, turn)``:
+
+1. a committed result → return it without touching the provider (a redelivered message,
+   a duplicate publish, the orphan of a dead worker);
+2. take the job's lease, or raise :class:`~shared.queue.lease.LeaseBusyError` so the task
+   retries shortly (another worker is computing it right now);
+3. under the heartbeated lease: reload the evicted range from the store by sequence
+   number, compute, and commit with "first writer wins".
+
+A worker killed mid-call costs one repeated provider call (its lease expires, the job
+runs again); never a second committed result.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from shared.config import Settings
+from shared.context.inline import InlineOffloader
+from shared.context.ports import OffloadJob, Summarizer, SummaryJob
+from shared.errors import HangoError
+from shared.history.base import HistoryBackend
+from shared.history.factory import history_from_settings
+from shared.messages import StoredMessage
+from shared.queue.factory import result_cache
+from shared.queue.keys import JobKey
+from shared.queue.lease import held_lease
+from shared.queue.ports import offload_payload
+from shared.queue.results import ResultCache
+from shared.queue.worker_summarizer import worker_summarizer
+from shared.store import Store
+
+log = logging.getLogger(__name__)
+
+# Marks results computed on a worker (``CompactionRecord.summarizer``, e.g. "worker:llm").
+WORKER_PREFIX = "worker:"
+
+
+class MissingRangeError(HangoError):
+    """The store does not hold every message of the range a task was sent."""
+
+
+@dataclass(frozen=True)
+class WorkerServices:
+    """What a worker process needs; built once per process, after the fork."""
+
+    settings: Settings
+    store: Store
+    history: HistoryBackend
+    summarizer: Summarizer
+    cache: ResultCache
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WorkerServices:
+        store = Store.from_url(settings.database_url)
+        return cls(
+            settings=settings,
+            store=store,
+            history=history_from_settings(settings, engine=store.engine),
+            summarizer=worker_summarizer(settings),
+            cache=result_cache(settings),
+        )
+
+
+def run_once(cache: ResultCache, key: JobKey, lease_ttl: float, compute: Callable[[], str]) -> str:
+    """The committed result of ``key``, computing it under the job's lease if needed."""
+    committed = cache.get(key)
+    if committed is not None:
+        return committed
+    with held_lease(cache.client, key.lease, lease_ttl):
+        # The previous holder may have committed between our GET and our SET NX.
+        committed = cache.get(key)
+        if committed is not None:
+            return committed
+        return cache.commit(key, compute())
+
+
+def load_range(
+    store: Store, session_id: str, from_seq: int, to_seq: int
+) -> tuple[StoredMessage, ...]:
+    """Messages ``from_seq..to_seq`` (inclusive), all of them or :class:`MissingRangeError`."""
+    found = tuple(store.messages(session_id, from_seq, to_seq))
+    if [m.seq for m in found] != list(range(from_seq, to_seq + 1)):
+        raise MissingRangeError(
+            f"session {session_id!r}: the store holds {len(found)} of messages {from_seq}..{to_seq}"
+        )
+    return found
+
+
+def run_summary(
+    services: WorkerServices,
+    *,
+    session_id: str,
+    turn: int,
+    from_seq: int,
+    to_seq: int,
+    previous_summary: str | None,
+    model: str,
+) -> str:
+    """The summary of the range as committed JSON (``SummaryResult``)."""
+
+    def compute() -> str:
+        job = SummaryJob(
+            session_id=session_id,
+            turn=turn,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            previous_summary=previous_summary,
+            evicted=load_range(services.store, session_id, from_seq, to_seq),
+            model=model,
+        )
+        result = services.summarizer.summarize(job)
+        tagged = result.model_copy(update={"summarizer": WORKER_PREFIX + result.summarizer})
+        return tagged.model_dump_json()
+
+    key = JobKey("summary", session_id, turn)
+    return run_once(services.cache, key, services.settings.queue_lease_ttl, compute)
+
+
+def run_offload(
+    services: WorkerServices, *, session_id: str, turn: int, from_seq: int, to_seq: int
+) -> str:
+    """Append the range to the session's history file once; the committed ``{"path": ...}``."""
+
+    def compute() -> str:
+        job = OffloadJob(
+            session_id=session_id,
+            turn=turn,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            evicted=load_range(services.store, session_id, from_seq, to_seq),
+        )
+        # The section key names the turn and range: a repeat appends nothing.
+        return offload_payload(InlineOffloader(services.history).offload(job))
+
+    key = JobKey("offload", session_id, turn)
+    return run_once(services.cache, key, services.settings.queue_lease_ttl, compute)
+
+
+def record_failure(services: WorkerServices, key: JobKey, error: BaseException) -> None:
+    """Tell waiting callers the job failed for good, so they fall back now."""
+    reason = f"{type(error).__name__}: {error}"
+    try:
+        services.cache.record_error(key, reason, services.settings.queue_enqueue_ttl)
+    except Exception:  # the callers still fall back at their deadline
+        log.exception("%s: could not record the failure %s", key, reason)

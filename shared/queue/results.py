@@ -1,0 +1,81 @@
+"""The Redis side of a job: its committed result, error marker and dispatch throttle.
+
+The result of ``(kind, session_id, turn)`` is committed once: a Lua script sets it only
+if absent and returns whichever value won, so a worker, a duplicate worker and an agent
+that fell back inline all end up returning the same text (invariant 4: one committed
+summary per turn).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+
+from shared.queue.keys import JobKey
+
+_SET_IF_ABSENT_RETURN_WINNER = """
+local current = redis.call('get', KEYS[1])
+if current then
+  return current
+end
+redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return ARGV[1]
+"""
+
+
+@dataclass(frozen=True)
+class JobState:
+    """One consistent snapshot of a job's keys."""
+
+    result: str | None
+    error: str | None
+    leased: bool
+    dispatched: bool
+
+
+def _text(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    return str(value)
+
+
+class ResultCache:
+    """Reads and commits job results in Redis; every method may raise ``redis.RedisError``."""
+
+    def __init__(self, client: redis.Redis, *, result_ttl: float) -> None:
+        self.client = client
+        self.result_ttl_ms = max(1, int(result_ttl * 1000))
+
+    def get(self, key: JobKey) -> str | None:
+        return _text(self.client.get(key.result))
+
+    def commit(self, key: JobKey, payload: str) -> str:
+        """Store ``payload`` unless a result is already there; return the one that is."""
+        winner = self.client.eval(
+            _SET_IF_ABSENT_RETURN_WINNER, 1, key.result, payload, self.result_ttl_ms
+        )
+        return _text(winner) or payload
+
+    def state(self, key: JobKey) -> JobState:
+        pipe = self.client.pipeline(transaction=True)
+        pipe.get(key.result)
+        pipe.get(key.error)
+        pipe.exists(key.lease)
+        pipe.exists(key.enqueue)
+        result, error, leased, dispatched = pipe.execute()
+        return JobState(_text(result), _text(error), bool(leased), bool(dispatched))
+
+    def claim_dispatch(self, key: JobKey, ttl_seconds: float) -> bool:
+        """True for the one caller that should publish the task now."""
+        ttl_ms = max(1, int(ttl_seconds * 1000))
+        return bool(self.client.set(key.enqueue, "1", nx=True, px=ttl_ms))
+
+    def release_dispatch(self, key: JobKey) -> None:
+        self.client.delete(key.enqueue)
+
+    def record_error(self, key: JobKey, reason: str, ttl_seconds: float) -> None:
+        ttl_ms = max(1, int(ttl_seconds * 1000))
+        self.client.set(key.error, reason[:500], px=ttl_ms)

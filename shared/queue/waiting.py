@@ -1,0 +1,94 @@
+"""The caller's side of single-flight: publish at most once, wait for the one result.
+
+Every caller of ``(kind, session_id, turn)`` runs the same loop on a consistent snapshot
+of the job's keys:
+
+1. a committed result → return it (a retried model call or resumed turn pays nothing);
+2. an error recorded by the worker → give up now, so the turn falls back at once;
+3. no lease held and no recent publish → the one caller that wins ``SET enqueue NX``
+   publishes the task. The same rule re-publishes when the worker holding the lease
+   died: its lease expires within one TTL, the enqueue mark within its own TTL, and the
+   next poll sends the job again (the orphaned message later finds the result and stops);
+4. otherwise sleep with backoff and look again, until the deadline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from shared.errors import QueueUnavailableError
+from shared.queue.keys import JobKey
+from shared.queue.results import JobState
+
+
+class JobCache(Protocol):
+    def state(self, key: JobKey) -> JobState: ...
+    def claim_dispatch(self, key: JobKey, ttl_seconds: float) -> bool: ...
+    def release_dispatch(self, key: JobKey) -> None: ...
+
+
+class QueueDeadlineError(QueueUnavailableError):
+    """No result arrived before the caller's deadline."""
+
+
+class JobFailedError(QueueUnavailableError):
+    """The worker gave up on the job and said why."""
+
+
+class PublishError(QueueUnavailableError):
+    """The task could not be published (the broker is unreachable)."""
+
+
+@dataclass(frozen=True)
+class WaitPolicy:
+    deadline: float
+    enqueue_ttl: float
+    first_poll: float = 0.002
+    max_poll: float = 0.05
+    poll_growth: float = 1.5
+
+
+Publish = Callable[[float], object]
+"""Publishes the task; called with the seconds left before the caller's deadline."""
+
+
+def await_job(
+    cache: JobCache,
+    key: JobKey,
+    publish: Publish,
+    policy: WaitPolicy,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """The committed result of ``key``; raises a :class:`QueueUnavailableError` subclass."""
+    deadline = clock() + policy.deadline
+    step = policy.first_poll
+    while True:
+        state = cache.state(key)
+        if state.result is not None:
+            return state.result
+        if state.error is not None:
+            raise JobFailedError(f"{key}: the worker failed: {state.error}")
+        if not (state.leased or state.dispatched):
+            _publish_once(cache, key, publish, policy, deadline - clock())
+        remaining = deadline - clock()
+        if remaining <= 0:
+            raise QueueDeadlineError(f"{key}: no result within {policy.deadline:g} s")
+        sleep(min(step, remaining))
+        step = min(step * policy.poll_growth, policy.max_poll)
+
+
+def _publish_once(
+    cache: JobCache, key: JobKey, publish: Publish, policy: WaitPolicy, remaining: float
+) -> None:
+    if not cache.claim_dispatch(key, policy.enqueue_ttl):
+        return
+    try:
+        publish(remaining)
+    except Exception as exc:
+        cache.release_dispatch(key)
+        raise PublishError(f"{key}: could not publish the task: {exc!r}") from exc

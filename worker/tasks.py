@@ -1,0 +1,125 @@
+"""The summarize and offload tasks: thin shells over :mod:`shared.queue.execution`.
+
+Arguments are ids and sequence numbers (the worker reloads the evicted range from the
+store), results go to the job's own Redis key (``ignore_result``: Celery's result
+backend would add a second, overwritable copy and, in Celery 5.7, a stored SUCCESS stops
+a killed task from being requeued). Idempotency on ``(session_id, turn)`` lives in the
+body, because the duplicates that matter come from the broker (redelivery, a dead
+worker's orphaned message), not from the publisher.
+
+Retries: transient provider errors (429, 5xx, timeouts) with exponential backoff and
+jitter; a busy lease (another worker is computing the same job) a second later. Every
+countdown stays far below the visibility timeout. A job that fails for good records why,
+so waiting callers fall back at once instead of at their deadline.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from functools import lru_cache
+from typing import Any
+
+from billiard.einfo import ExceptionInfo
+from celery import Task
+
+from shared.config import load_settings
+from shared.errors import TransientProviderError
+from shared.queue.config import OFFLOAD_TASK, SUMMARIZE_TASK
+from shared.queue.execution import WorkerServices, record_failure, run_offload, run_summary
+from shared.queue.keys import JobKey, JobKind
+from shared.queue.lease import LeaseBusyError
+from worker.app import app
+
+TRANSIENT_RETRIES = 5
+RETRY_BACKOFF_MAX = 30
+LEASE_BUSY_DELAY = 1.0
+
+_KIND_OF_TASK: dict[str, JobKind] = {SUMMARIZE_TASK: "summary", OFFLOAD_TASK: "offload"}
+
+
+@lru_cache(maxsize=1)
+def _services_for(pid: int) -> WorkerServices:
+    del pid  # the cache key: a forked child builds its own engine and connections
+    return WorkerServices.from_settings(load_settings())
+
+
+def services() -> WorkerServices:
+    return _services_for(os.getpid())
+
+
+class JobTask(Task[Any, Any]):
+    """Shared behaviour of the two job tasks: lease-busy retry and failure recording."""
+
+    def retry_when_busy(self, busy: LeaseBusyError) -> Exception:
+        settings = services().settings
+        # Enough retries to outlast a live holder (hard time limit) plus its lease.
+        budget = math.ceil(
+            (settings.worker_time_limit + settings.queue_lease_ttl) / LEASE_BUSY_DELAY
+        )
+        return self.retry(
+            exc=busy, countdown=LEASE_BUSY_DELAY, max_retries=TRANSIENT_RETRIES + budget
+        )
+
+    def on_failure(
+        self,
+        exc: Exception,
+        task_id: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        einfo: ExceptionInfo,
+    ) -> None:
+        if isinstance(exc, LeaseBusyError):
+            return  # a live holder commits the result; nothing failed
+        kind = _KIND_OF_TASK[self.name]
+        record_failure(services(), JobKey(kind, kwargs["session_id"], kwargs["turn"]), exc)
+
+
+@app.task(
+    bind=True,
+    base=JobTask,
+    name=SUMMARIZE_TASK,
+    autoretry_for=(TransientProviderError,),
+    retry_backoff=2,
+    retry_backoff_max=RETRY_BACKOFF_MAX,
+    retry_jitter=True,
+    max_retries=TRANSIENT_RETRIES,
+    ignore_result=True,
+    acks_late=True,
+)
+def summarize(
+    self: JobTask,
+    session_id: str,
+    turn: int,
+    from_seq: int,
+    to_seq: int,
+    previous_summary: str | None,
+    model: str,
+) -> None:
+    try:
+        run_summary(
+            services(),
+            session_id=session_id,
+            turn=turn,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            previous_summary=previous_summary,
+            model=model,
+        )
+    except LeaseBusyError as busy:
+        raise self.retry_when_busy(busy) from None
+
+
+@app.task(
+    bind=True,
+    base=JobTask,
+    name=OFFLOAD_TASK,
+    max_retries=TRANSIENT_RETRIES,
+    ignore_result=True,
+    acks_late=True,
+)
+def offload(self: JobTask, session_id: str, turn: int, from_seq: int, to_seq: int) -> None:
+    try:
+        run_offload(services(), session_id=session_id, turn=turn, from_seq=from_seq, to_seq=to_seq)
+    except LeaseBusyError as busy:
+        raise self.retry_when_busy(busy) from None
