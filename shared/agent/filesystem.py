@@ -39,10 +39,8 @@ FILES_PROMPT = (
     "- /large_tool_results/ holds tool results too large to show in full; the preview you "
     "were shown names the file.\n"
     "Both directories are read-only. read_file returns a page at a time: use offset and "
-    "limit to read long files."
-)
-COMPACT_PROMPT = (
-    "\nCall compact_conversation when the context is filled with material you no longer "
+    "limit to read long files.\n"
+    "Call compact_conversation when the context is filled with material you no longer "
     "need in full; the earlier conversation is then summarized and saved."
 )
 
@@ -66,10 +64,8 @@ class FilesystemMiddleware(PassThrough):
         self.tools = tools if tools is not None else ToolRegistry(history)
 
     def contribute(self, assembly: Assembly) -> Assembly:
-        prompt = FILES_PROMPT
-        if "compact_conversation" in self.tools.names():
-            prompt += COMPACT_PROMPT
-        return assembly.add(system=(TextBlock(text=prompt),), tools=self.tools.definitions())
+        files = TextBlock(text=FILES_PROMPT)
+        return assembly.add(system=(files,), tools=self.tools.definitions())
 
     def offload_large_result(self, tool_use_id: str, content: str) -> str:
         """``content`` itself, or a preview naming the file that now holds it in full."""
