@@ -221,7 +221,9 @@ class FakeAnthropicAPI:
         server.fake = self  # type: ignore[attr-defined]
         self._server = server
         self._stopping.clear()
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 

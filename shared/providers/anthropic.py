@@ -128,9 +128,14 @@ class AnthropicProvider:
     ) -> None:
         # With api_key None the SDK falls back to ANTHROPIC_API_KEY / its profile files.
         self._secret = api_key
-        self._client = anthropic.Anthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
-        )
+        try:
+            self._client = anthropic.Anthropic(
+                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
+            )
+        except anthropic.AnthropicError as e:  # a broken credentials profile on disk
+            raise ConfigError(
+                _scrub(f"Anthropic credentials: {e}", api_key), variable="ANTHROPIC_API_KEY"
+            ) from e
         # Counting is a cheap pre-check with its own deadline: a retry would only blow it.
         self._counting_client = self._client.with_options(max_retries=0)
         self._capabilities = Capabilities(prompt_caching=prompt_caching, token_counting=True)
