@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -16,6 +16,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StringConstraints,
     ValidationError,
     model_validator,
 )
@@ -27,28 +28,38 @@ ENV_PREFIX = "HANGO_"
 DEFAULT_DATABASE_URL = "sqlite:///.hango/hango.db"
 DEFAULT_HISTORY_ROOT = Path(".hango/history")
 
+ModelName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
 
 class ProfileOverride(BaseModel):
     """One entry of ``HANGO_MODEL_PROFILES``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    max_input_tokens: int = Field(gt=0)
+    # strict: JSON ``true`` is not a window of 1 token.
+    max_input_tokens: int = Field(gt=0, strict=True)
     trigger_frac: float | None = Field(default=None, gt=0, le=1)
     keep_frac: float | None = Field(default=None, gt=0, lt=1)
-    summarizer_model: str | None = None
+    summarizer_model: ModelName | None = None
 
 
 class Settings(BaseSettings):
     """Every knob of the product. Field ``x`` is read from ``HANGO_X``."""
 
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, frozen=True, extra="ignore", populate_by_name=True
+        env_prefix=ENV_PREFIX,
+        frozen=True,
+        extra="ignore",
+        populate_by_name=True,
+        # ``HANGO_X=`` means "not set" (as in compose files), not an empty model name or
+        # a history root of ``.``; and no timeout or fraction may be inf or nan.
+        env_ignore_empty=True,
+        allow_inf_nan=False,
     )
 
-    model: str = "claude-sonnet-4-5"
-    model_profiles: dict[str, ProfileOverride] = Field(default_factory=dict)
-    summarizer_model: str | None = None
+    model: ModelName = "claude-sonnet-4-5"
+    model_profiles: dict[ModelName, ProfileOverride] = Field(default_factory=dict)
+    summarizer_model: ModelName | None = None
     context_trigger_frac: float = Field(default=0.85, gt=0, le=1)
     context_keep_frac: float = Field(default=0.10, gt=0, lt=1)
     tool_arg_max_tokens: int = Field(default=2000, gt=0)
