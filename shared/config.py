@@ -57,7 +57,7 @@ class Settings(BaseSettings):
         allow_inf_nan=False,
     )
 
-    model: ModelName = "claude-sonnet-4-5"
+    model: ModelName = "claude-sonnet-4-6"
     model_profiles: dict[ModelName, ProfileOverride] = Field(default_factory=dict)
     summarizer_model: ModelName | None = None
     context_trigger_frac: float = Field(default=0.85, gt=0, le=1)
