@@ -26,6 +26,7 @@ from shared.context.ports import HistoryOffloader, OffloadJob, Summarizer, Summa
 from shared.context.record import CompactionReason, CompactionRecord
 from shared.context.summary_prompt import artifact_index
 from shared.context.validate import validate_messages
+from shared.errors import CannotFitError
 from shared.messages import Message, Request, Response, StoredMessage
 from shared.profiles import ModelProfile
 from shared.providers.base import Provider
@@ -191,9 +192,17 @@ class SummarizationMiddleware(PassThrough):
             request = call.request.model_copy(update={"messages": messages})
             return int(self.estimator.estimate_request(request) * scale)
 
-        limit = self.profile.trigger_tokens
         head = head_message(previous)
-        boundary = first_real + drop_oldest_groups(body, head=head, measure=measure, limit=limit)
+        try:
+            cut = drop_oldest_groups(
+                body, head=head, measure=measure, limit=self.profile.trigger_tokens
+            )
+        except CannotFitError:
+            # Headroom is a preference; the window is the law. Only failing that fails.
+            cut = drop_oldest_groups(
+                body, head=head, measure=measure, limit=self.profile.max_input_tokens
+            )
+        boundary = first_real + cut
         kept_from_seq = _seq_at(call, boundary)
         evicted = _stored_before(call, kept_from_seq)
         offload_path = self._offload(call, evicted) if evicted else None
