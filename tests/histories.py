@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -169,6 +170,30 @@ class CharEstimator:
         return fixed + self.estimate_messages(request.messages) + self.request_overhead
 
 
+class MessagesMeasure:
+    """``measure`` for mechanical truncation: CharEstimator tokens of a message tuple.
+
+    Memoized per message object (holding a reference, so an id is never reused while
+    cached): a binary search re-measures the same messages many times.
+    """
+
+    def __init__(self, estimator: CharEstimator | None = None) -> None:
+        self.estimator = estimator or CharEstimator()
+        self.calls = 0
+        self._sizes: dict[int, tuple[Message, int]] = {}
+
+    def __call__(self, messages: tuple[Message, ...]) -> int:
+        self.calls += 1
+        return sum(self._size(m) for m in messages)
+
+    def _size(self, message: Message) -> int:
+        cached = self._sizes.get(id(message))
+        if cached is None:
+            cached = (message, self.estimator.estimate_message(message))
+            self._sizes[id(message)] = cached
+        return cached[1]
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
@@ -199,54 +224,77 @@ def tool_ids(messages: Sequence[Message]) -> list[str]:
 
 # --- hypothesis strategy ---------------------------------------------------------------
 
-_SIZES = st.sampled_from([1, 12, 60, 300, 1500, 6000])
+SIZES = (1, 12, 60, 300, 1500, 6000)
+"""Payload sizes the strategy picks from: tiny to well over any truncation threshold."""
+
+_STEP_KIND = st.integers(0, 3)
+# Each block is decoded from ONE drawn integer (mixed radix): drawing every flag
+# separately made generation dominate the property tests' runtime. Shrinking still works:
+# the integer shrinks towards 0, which decodes to the simplest block.
+_USE_CODE = st.integers(0, len(TOOL_NAMES) * len(SIZES) - 1)
+_RESULT_CODE = st.integers(0, 6 * 4 * 3 * len(SIZES) ** 3 - 1)
+_DECOR_CODE = st.integers(0, 7)
 
 
-@st.composite
+@functools.cache
+def _widths(max_batch: int) -> st.SearchStrategy[int]:
+    return st.integers(1, max_batch)
+
+
+def _digits(code: int, *radixes: int) -> list[int]:
+    """``code`` split into mixed-radix digits, least significant first."""
+    digits = []
+    for radix in radixes:
+        code, digit = divmod(code, radix)
+        digits.append(digit)
+    return digits
+
+
 def _tool_step(draw: st.DrawFn, builder: HistoryBuilder, max_batch: int) -> None:
-    width = draw(st.integers(1, max_batch))
-    ids = [builder.new_id() for _ in range(width)]
-    uses = [
-        ToolUseBlock(
-            id=i,
-            name=draw(st.sampled_from(TOOL_NAMES)),
-            input={"path": f"/w/{i}", "content": payload(draw(_SIZES), i), "line": n},
+    ids = [builder.new_id() for _ in range(draw(_widths(max_batch)))]
+    uses = []
+    for n, tool_id in enumerate(ids):
+        size, name = _digits(draw(_USE_CODE), len(SIZES), len(TOOL_NAMES))
+        arguments = {"path": f"/w/{tool_id}", "content": payload(SIZES[size], tool_id), "line": n}
+        uses.append(ToolUseBlock(id=tool_id, name=TOOL_NAMES[name], input=arguments))
+    lead, thinking, trailing = _digits(draw(_DECOR_CODE), 2, 2, 2)
+    builder.add(
+        calls(
+            *uses,
+            text="Let me look." if lead else None,
+            thinking="Thinking about which file to open next." if thinking else None,
         )
-        for n, i in enumerate(ids)
-    ]
-    text = draw(st.none() | st.just("Let me look."))
-    thinking = draw(st.none() | st.just("Thinking about which file to open next."))
-    builder.add(calls(*uses, text=text, thinking=thinking))
-    answers = [draw(_result(i)) for i in ids]
-    builder.add(results(*answers, text=draw(st.none() | st.just("Continue."))))
+    )
+    answers = [_result(draw(_RESULT_CODE), tool_id) for tool_id in ids]
+    builder.add(results(*answers, text="Continue." if trailing else None))
 
 
-@st.composite
-def _result(draw: st.DrawFn, tool_id: str) -> ToolResultBlock:
-    is_error = draw(st.integers(0, 5)) == 0
-    parts = draw(st.integers(0, 3))  # 0: plain string content
-    if parts == 0:
-        return result(tool_id, payload(draw(_SIZES), tool_id), is_error=is_error)
+def _result(code: int, tool_id: str) -> ToolResultBlock:
+    error, parts, image, *sizes = _digits(code, 6, 4, 3, len(SIZES), len(SIZES), len(SIZES))
+    is_error = error == 5  # one in six
+    if parts == 0:  # plain string content
+        return result(tool_id, payload(SIZES[sizes[0]], tool_id), is_error=is_error)
     blocks: list[TextBlock | ImageBlock] = [
-        TextBlock(text=payload(draw(_SIZES), f"{tool_id}.{n}")) for n in range(parts)
+        TextBlock(text=payload(SIZES[sizes[n]], f"{tool_id}.{n}")) for n in range(parts)
     ]
-    if draw(st.booleans()):
+    if image == 2:
         blocks.append(ImageBlock(source=TINY_PNG))
     return result(tool_id, blocks, is_error=is_error)
 
 
 @st.composite
 def histories(
-    draw: st.DrawFn, *, min_steps: int = 0, max_steps: int = 12, max_batch: int = 4
+    draw: st.DrawFn, *, min_steps: int = 0, max_steps: int = 10, max_batch: int = 4
 ) -> tuple[Message, ...]:
     """A valid history: starts with the user's task, strictly alternates, ends with a user
     message, and every tool_use is answered in the next message."""
     builder = HistoryBuilder()
     builder.user("Please fix the failing test in the parser.")
     for step in range(draw(st.integers(min_steps, max_steps))):
-        if draw(st.integers(0, 3)) == 0:
-            builder.say(f"Progress note {step}: " + payload(draw(_SIZES), str(step)))
+        if draw(_STEP_KIND) == 0:
+            size = SIZES[draw(_widths(len(SIZES))) - 1]
+            builder.say(f"Progress note {step}: " + payload(size, str(step)))
             builder.user(f"Follow-up {step}: keep going.")
         else:
-            draw(_tool_step(builder, max_batch))
+            _tool_step(draw, builder, max_batch)
     return builder.build()
