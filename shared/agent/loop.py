@@ -170,7 +170,9 @@ class AgentLoop:
 
     def append(self, ctx: TurnContext, message: Message) -> StoredMessage:
         stored = self.store.append_message(ctx.session_id, ctx.turn, message)
-        self._transcript(ctx.session_id).append(stored)
+        cached = self._transcripts.setdefault(ctx.session_id, [])
+        if cached and cached[-1].seq == stored.seq - 1:
+            cached.append(stored)  # in step with the store: keep the very same object
         return stored
 
     def call_model(self, ctx: TurnContext) -> Response:
