@@ -38,7 +38,7 @@ class LocalHistory:
         real = self._real_path(path)
         if not real.is_file():
             raise FileNotFoundError(f"no history file {normalize(path)!r}")
-        return real.read_text(encoding="utf-8")
+        return real.read_bytes().decode("utf-8")  # bytes as written: no newline translation
 
     def write(self, path: str, content: str) -> None:
         real = self._file_path(path)

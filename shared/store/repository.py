@@ -18,8 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config as AlembicConfig
 from sqlalchemy import Connection, Engine, Row, create_engine, event, func, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
@@ -76,6 +74,10 @@ class Store:
 
     def migrate(self) -> None:
         """Bring the schema to the head Alembic revision, on this engine's connection."""
+        # Imported here: Alembic is heavy and only start-up and deploy steps migrate.
+        from alembic import command
+        from alembic.config import Config as AlembicConfig
+
         config = AlembicConfig()
         config.set_main_option("script_location", str(migrations_dir()))
         config.set_main_option("path_separator", "os")

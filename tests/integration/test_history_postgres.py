@@ -1,0 +1,40 @@
+"""The PostgreSQL history backend: the shared backend contract on the real database."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import Engine, func, select
+
+from shared.config import load_settings
+from shared.history.factory import history_from_settings
+from shared.history.paths import conversation_history_path
+from shared.history.postgres import PostgresHistory
+from shared.store.tables import history_sections
+from tests.unit.test_history_local import HistoryContract, race_one_key
+
+pytestmark = pytest.mark.integration
+
+
+class TestPostgresHistory(HistoryContract):
+    @pytest.fixture
+    def history(self, pg_engine: Engine) -> PostgresHistory:
+        return PostgresHistory(pg_engine)
+
+    def test_a_duplicate_race_leaves_one_section_row(self, history: PostgresHistory) -> None:
+        path = conversation_history_path("s1")
+        race_one_key(history, path, threads=20)
+        with history.engine.connect() as conn:
+            rows = conn.execute(select(func.count()).select_from(history_sections)).scalar_one()
+        assert rows == 1
+
+
+def test_factory_builds_the_database_backend_on_the_given_engine(
+    pg_url: str, pg_engine: Engine
+) -> None:
+    settings = load_settings(history_backend="postgres", database_url=pg_url)
+    history = history_from_settings(settings, engine=pg_engine)
+    history.write("/x.md", "y")
+
+    assert isinstance(history, PostgresHistory)
+    assert history.engine is pg_engine
+    assert PostgresHistory(pg_engine).read("/x.md") == "y"

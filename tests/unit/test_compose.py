@@ -1,0 +1,120 @@
+"""The compose file and the Dockerfile, checked by parsing (no Docker needed).
+
+Beyond the base services, the wiring rules hold for every service anyone adds: each
+dependency exists and uses a valid condition, a ``service_healthy`` dependency has a
+healthcheck, and every build points at a Dockerfile that exists.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from shared.config import load_settings
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    loaded = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, Any]:
+    found = compose["services"]
+    assert isinstance(found, dict)
+    return found
+
+
+def command_text(service: dict[str, Any]) -> str:
+    command = service["command"]
+    return command if isinstance(command, str) else " ".join(command)
+
+
+def healthcheck_text(service: dict[str, Any]) -> str:
+    test = service["healthcheck"]["test"]
+    return test if isinstance(test, str) else " ".join(test)
+
+
+def test_uses_the_compose_specification_without_version(compose: dict[str, Any]) -> None:
+    assert "version" not in compose
+    assert {"postgres", "redis", "migrate"} <= set(compose["services"])
+
+
+def test_postgres_is_healthchecked_with_pg_isready(services: dict[str, Any]) -> None:
+    postgres = services["postgres"]
+    assert "pg_isready" in healthcheck_text(postgres)
+    assert "start_period" in postgres["healthcheck"]
+    assert {"POSTGRES_USER", "POSTGRES_DB"} <= set(postgres["environment"])
+
+
+def test_redis_persists_and_never_evicts(services: dict[str, Any]) -> None:
+    redis = services["redis"]
+    assert "--appendonly yes" in command_text(redis)
+    assert "--maxmemory-policy noeviction" in command_text(redis)
+    assert healthcheck_text(redis) == "CMD redis-cli ping"
+
+
+def test_migrate_runs_alembic_once_postgres_is_healthy(services: dict[str, Any]) -> None:
+    migrate = services["migrate"]
+    assert command_text(migrate) == "alembic upgrade head"
+    assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert migrate["restart"] == "no"
+    assert migrate["build"]["context"] == "."
+
+
+def test_hango_environment_is_a_valid_configuration(services: dict[str, Any]) -> None:
+    environment = services["migrate"]["environment"]
+    assert environment["HANGO_DATABASE_URL"].startswith("postgresql+psycopg2://")
+    assert "@postgres:5432/" in environment["HANGO_DATABASE_URL"]
+    assert environment["HANGO_REDIS_URL"].startswith("redis://redis:6379")
+    settings = load_settings(
+        database_url=environment["HANGO_DATABASE_URL"],
+        redis_url=environment["HANGO_REDIS_URL"],
+        history_backend=environment["HANGO_HISTORY_BACKEND"],
+    )
+    assert settings.history_backend == "postgres"
+
+
+def test_every_dependency_exists_and_waits_on_a_valid_condition(
+    services: dict[str, Any],
+) -> None:
+    for name, service in services.items():
+        depends_on = service.get("depends_on", {})
+        assert isinstance(depends_on, dict), f"{name}: use the long depends_on form"
+        for dependency, rule in depends_on.items():
+            assert dependency in services, f"{name} depends on unknown {dependency}"
+            assert rule["condition"] in CONDITIONS, f"{name} -> {dependency}"
+            if rule["condition"] == "service_healthy":
+                assert "healthcheck" in services[dependency], f"{dependency} has no healthcheck"
+            if rule["condition"] == "service_completed_successfully":
+                assert services[dependency].get("restart", "no") == "no", dependency
+
+
+def test_every_build_has_its_dockerfile(services: dict[str, Any]) -> None:
+    built = {name: service["build"] for name, service in services.items() if "build" in service}
+    assert "migrate" in built
+    for name, build in built.items():
+        context = REPO_ROOT / (build if isinstance(build, str) else build["context"])
+        dockerfile = (
+            "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
+        )
+        assert (context / dockerfile).is_file(), name
+
+
+def test_dockerfile_installs_the_project_on_python_311_slim() -> None:
+    lines = (REPO_ROOT / "Dockerfile").read_text().splitlines()
+    instructions = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    assert instructions[0] == "FROM python:3.11-slim"
+    assert any(line.startswith("RUN pip install .") for line in instructions)
+    copied = " ".join(line for line in instructions if line.startswith("COPY"))
+    for needed in ("pyproject.toml", "README.md", "alembic.ini", "shared", "worker", "migrations"):
+        assert needed in copied, needed
+    assert "WORKDIR /app" in instructions
