@@ -112,7 +112,7 @@ class FramedEstimator:
         )
 
     def estimate(self, text: str) -> int:
-        return math.ceil(self._count_text(text)) if text else 0
+        return _round_up(self._count_text(text)) if text else 0
 
     def estimate_message(self, message: Message) -> int:
         return self._messages.get(message, self._message_tokens)
@@ -157,7 +157,7 @@ class FramedEstimator:
             block_content, block_framing = self._block_cost(block)
             content += block_content
             framing += block_framing
-        return math.ceil(content) + framing
+        return _round_up(content) + framing
 
     def _block_cost(self, block: ContentBlock) -> tuple[float, int]:
         """(text tokens, framing tokens) of one content block."""
@@ -194,6 +194,11 @@ class FramedEstimator:
 
     def _text(self, text: str) -> float:
         return self._count_text(text) if text else 0.0
+
+
+def _round_up(tokens: float) -> int:
+    # The epsilon keeps float noise (100 x 1.11 = 111.00000000000001) from adding a token.
+    return math.ceil(tokens - 1e-9)
 
 
 def _compact_json(value: object) -> str:

@@ -9,13 +9,14 @@ working on the heuristic and says so once per process.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
 from typing import Literal, Protocol
 
 from shared.tokens.base import Estimator
-from shared.tokens.framing import FramedEstimator
+from shared.tokens.framing import FramedEstimator, TextCounter
 from shared.tokens.heuristic import HeuristicEstimator
 
 log = logging.getLogger(__name__)
@@ -75,10 +76,26 @@ class TiktokenEstimator(FramedEstimator):
     """cl100k counts x 1.11 plus the shared request framing."""
 
     def __init__(self, encoding: TokenEncoding) -> None:
-        def count_text(text: str) -> float:
-            return len(encoding.encode_ordinary(text)) * CLAUDE_TOKENS_PER_CL100K
+        super().__init__("tiktoken", _memoized_cl100k_counter(encoding))
 
-        super().__init__("tiktoken", count_text)
+
+# Tokenizing is ~100x slower than hashing a string, and messages rebuilt from storage (or
+# copied by truncation) carry the same texts again, so longer texts are also memoized by
+# value. Python caches a string's hash, so a text seen before costs O(1) to look up.
+_MEMO_MIN_CHARS = 64
+_MEMO_TEXTS = 4096
+
+
+def _memoized_cl100k_counter(encoding: TokenEncoding) -> TextCounter:
+    def count(text: str) -> float:
+        return len(encoding.encode_ordinary(text)) * CLAUDE_TOKENS_PER_CL100K
+
+    memoized = functools.lru_cache(maxsize=_MEMO_TEXTS)(count)
+
+    def count_text(text: str) -> float:
+        return memoized(text) if len(text) >= _MEMO_MIN_CHARS else count(text)
+
+    return count_text
 
 
 def make_estimator(

@@ -191,6 +191,36 @@ def test_rebuilt_messages_are_counted_again_and_agree() -> None:
     assert len(counter.texts) == 2 * counted_once
 
 
+@dataclass
+class CountingEncoding:
+    """A fake encoding: one token per word, recording each text it encoded."""
+
+    texts: list[str] = field(default_factory=list)
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.texts.append(text)
+        return [0] * len(text.split())
+
+
+def test_tiktoken_does_not_retokenize_the_long_texts_of_rebuilt_messages() -> None:
+    encoding = CountingEncoding()
+    estimator = TiktokenEstimator(encoding)
+    original = request(conversation(5))
+    first = estimator.estimate_request(original)
+    long_texts = [t for t in encoding.texts if len(t) >= 64]
+    assert long_texts  # the tool results
+
+    encoding.texts.clear()
+    assert estimator.estimate_request(Request.model_validate(original.to_api())) == first
+    assert encoding.texts  # short texts are simply counted again ...
+    assert all(len(t) < 64 for t in encoding.texts)  # ... long ones come from the memo
+
+
+def test_tiktoken_scales_its_counts_to_claude_tokens() -> None:
+    estimator = TiktokenEstimator(CountingEncoding())
+    assert estimator.estimate("word " * 100) == 111
+
+
 def test_cache_entries_die_with_their_messages() -> None:
     estimator = HeuristicEstimator()
     message = Message(role="user", content="a message that will be dropped")
