@@ -25,7 +25,7 @@ from celery import Task
 
 from shared.config import load_settings
 from shared.errors import TransientProviderError
-from shared.queue.config import OFFLOAD_TASK, SUMMARIZE_TASK
+from shared.queue.config import OFFLOAD_TASK, SUMMARIZE_TASK, WORKER_LOST_RETRY_DELAY
 from shared.queue.execution import WorkerServices, record_failure, run_offload, run_summary
 from shared.queue.keys import JobKey, JobKind
 from shared.queue.lease import LeaseBusyError
@@ -50,6 +50,8 @@ def services() -> WorkerServices:
 
 class JobTask(Task[Any, Any]):
     """Shared behaviour of the two job tasks: lease-busy retry and failure recording."""
+
+    default_retry_delay = WORKER_LOST_RETRY_DELAY
 
     def retry_when_busy(self, busy: LeaseBusyError) -> Exception:
         settings = services().settings

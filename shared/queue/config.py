@@ -28,7 +28,9 @@ QUEUES = (SUMMARIZE_QUEUE, OFFLOAD_QUEUE)
 SUMMARIZE_TASK = "hango.summarize"
 OFFLOAD_TASK = "hango.offload"
 
-# Celery's own default is 180 s; a worker lost mid-task should be retried at once.
+# A task's ``default_retry_delay`` (Celery's default is 180 s): the countdown of the retry
+# sent when a pool child dies mid-task. It must stay far below the visibility timeout, or
+# the waiting retry message is redelivered every timeout (Redis counts from delivery).
 WORKER_LOST_RETRY_DELAY = 1
 
 
@@ -101,7 +103,6 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_retry_on_worker_lost": True,
         "task_acks_on_failure": True,
         "task_acks_on_timeout": True,
-        "task_default_retry_delay": WORKER_LOST_RETRY_DELAY,
         "worker_prefetch_multiplier": 1,
         "task_soft_time_limit": settings.worker_soft_time_limit,
         "task_time_limit": settings.worker_time_limit,

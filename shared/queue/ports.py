@@ -28,8 +28,8 @@ from shared.history.base import HistoryBackend
 from shared.queue.config import OFFLOAD_TASK, SUMMARIZE_TASK
 from shared.queue.dispatch import Dispatcher
 from shared.queue.keys import JobKey
-from shared.queue.results import ResultCache
 from shared.queue.waiting import (
+    JobCache,
     JobFailedError,
     PublishError,
     QueueDeadlineError,
@@ -92,7 +92,7 @@ class QueuedSummarizer:
     def __init__(
         self,
         *,
-        cache: ResultCache,
+        cache: JobCache,
         dispatcher: Dispatcher,
         policy: WaitPolicy,
         fallback: Summarizer,
@@ -141,7 +141,7 @@ class QueuedOffloader:
     def __init__(
         self,
         *,
-        cache: ResultCache,
+        cache: JobCache,
         dispatcher: Dispatcher,
         policy: WaitPolicy,
         fallback: HistoryOffloader,

@@ -1,0 +1,500 @@
+"""The worker system against a real ``celery -A worker worker -P prefork`` process.
+
+Real Redis (a database of its own), real PostgreSQL (the worker reloads the evicted range
+by sequence number), the real local history directory shared by the agent and the worker.
+One worker process serves the whole module; the test that kills the whole worker starts
+its replacement. Limits are small (lease 1.5 s, enqueue mark 2 s, visibility timeout 8 s)
+so recovery paths run in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from shared.config import Settings
+from shared.context.inline import InlineOffloader, InlineSummarizer, offload_key
+from shared.context.ports import OffloadJob, SummaryJob, SummaryResult
+from shared.errors import ContextOverflowError
+from shared.history.local import LocalHistory
+from shared.history.paths import conversation_history_path, section_marker
+from shared.messages import Message, StoredMessage
+from shared.providers.scripted import ScriptedProvider, text_reply
+from shared.queue import QueuedOffloader, QueuedSummarizer, make_queued_ports
+from shared.queue.config import OFFLOAD_TASK
+from shared.queue.dispatch import CeleryDispatcher, producer_app
+from shared.queue.keys import JobKey
+from shared.queue.lease import LeaseBusyError, held_lease
+from shared.queue.results import ResultCache
+from shared.store import Store
+from tests.agent_support import build
+from tests.integration.worker_support import (
+    ProviderProbe,
+    WorkerProcess,
+    clear_job_keys,
+    closed_port,
+    queue_settings,
+    redis_url,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+REDIS_DB = 13
+IDLE_DB = 15  # a database no worker listens on
+SUMMARY_MODEL = "summ-model"
+INLINE_TEXT = "Inline briefing: the earlier work, summarized in the agent process itself."
+
+
+# -- fixtures ------------------------------------------------------------------------------
+
+
+@dataclass
+class Pool:
+    """The module's worker; a test that kills it starts the replacement here."""
+
+    settings: Settings
+    logs: Path
+    current: WorkerProcess | None = None
+    started: int = 0
+
+    def start(self) -> WorkerProcess:
+        self.started += 1
+        log = self.logs / f"worker-{self.started}.log"
+        self.current = WorkerProcess(self.settings, log, name=f"qw{self.started}").start()
+        return self.current
+
+    def worker(self) -> WorkerProcess:
+        assert self.current is not None
+        return self.current
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url(REDIS_DB))
+    client.flushdb()
+    yield client
+    client.flushdb()
+
+
+@pytest.fixture(scope="module")
+def settings(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return queue_settings(
+        redis=redis_url(REDIS_DB),
+        database_url=pg_url,
+        history_root=tmp_path_factory.mktemp("history"),
+    )
+
+
+@pytest.fixture(scope="module")
+def pool(
+    settings: Settings, client: redis.Redis, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Pool]:
+    pool = Pool(settings, tmp_path_factory.mktemp("worker-logs"))
+    pool.start()
+    yield pool
+    pool.worker().stop()
+
+
+@pytest.fixture
+def probe(client: redis.Redis, pool: Pool) -> ProviderProbe:
+    if not pool.worker().alive():
+        pool.start()
+    clear_job_keys(client)
+    return ProviderProbe(client)
+
+
+@dataclass
+class Ports:
+    summarizer: QueuedSummarizer
+    offloader: QueuedOffloader
+    inline: ScriptedProvider
+    history: LocalHistory
+
+
+def make_ports(settings: Settings) -> Ports:
+    inline = ScriptedProvider(fallback=lambda request: text_reply(INLINE_TEXT))
+    history = LocalHistory(settings.history_root)
+    summarizer, offloader = make_queued_ports(
+        settings,
+        history=history,
+        fallback_summarizer=InlineSummarizer(inline),
+        fallback_offloader=InlineOffloader(history),
+    )
+    return Ports(summarizer, offloader, inline, history)
+
+
+@pytest.fixture
+def ports(settings: Settings) -> Ports:
+    return make_ports(settings)
+
+
+def seed(store: Store, session_id: str, count: int = 6) -> tuple[StoredMessage, ...]:
+    store.ensure_session(session_id, "test-model")
+    for i in range(count):
+        role = "user" if i % 2 == 0 else "assistant"
+        store.append_message(session_id, 1, Message(role=role, content=f"{role} message {i}"))
+    return tuple(store.messages(session_id))
+
+
+def summary_job(session_id: str, evicted: tuple[StoredMessage, ...], turn: int = 2) -> SummaryJob:
+    return SummaryJob(
+        session_id=session_id,
+        turn=turn,
+        from_seq=evicted[0].seq,
+        to_seq=evicted[-1].seq,
+        previous_summary=None,
+        evicted=evicted,
+        model=SUMMARY_MODEL,
+    )
+
+
+def offload_job(session_id: str, evicted: tuple[StoredMessage, ...], turn: int = 2) -> OffloadJob:
+    return OffloadJob(
+        session_id=session_id,
+        turn=turn,
+        from_seq=evicted[0].seq,
+        to_seq=evicted[-1].seq,
+        evicted=evicted,
+    )
+
+
+def concurrently(count: int, call: Callable[[], Any]) -> list[Any]:
+    barrier = threading.Barrier(count)
+
+    def run() -> Any:
+        barrier.wait()
+        return call()
+
+    with ThreadPoolExecutor(max_workers=count) as executor:
+        futures = [executor.submit(run) for _ in range(count)]
+        return [future.result(timeout=60) for future in futures]
+
+
+def section_count(history: LocalHistory, job: OffloadJob) -> int:
+    text = history.read(conversation_history_path(job.session_id))
+    return text.splitlines().count(section_marker(offload_key(job)))
+
+
+def wait_for_idle_broker(client: redis.Redis, timeout: float = 30.0) -> None:
+    """Every published message consumed and acknowledged (orphans included)."""
+
+    def idle() -> bool:
+        return (
+            client.llen("summarize") == 0
+            and client.llen("offload") == 0
+            and client.hlen("unacked") == 0
+        )
+
+    wait_until(idle, timeout, "messages are still queued or unacknowledged")
+
+
+# -- Redis primitives --------------------------------------------------------------------
+
+
+def test_lease_is_exclusive_kept_alive_and_released_only_by_its_holder(
+    client: redis.Redis,
+) -> None:
+    key = "hango:test:lease"
+    client.delete(key)
+    with held_lease(client, key, ttl_seconds=0.3) as lease:
+        with pytest.raises(LeaseBusyError), held_lease(client, key, ttl_seconds=0.3):
+            pass
+        time.sleep(0.8)  # well past the TTL: only the heartbeat keeps it
+        assert client.get(key) == lease.token.encode()
+        assert not lease.lost.is_set()
+    assert client.exists(key) == 0
+
+    client.set(key, "someone-else", px=5000)
+    with pytest.raises(LeaseBusyError), held_lease(client, key, ttl_seconds=1):
+        pass
+    assert client.get(key) == b"someone-else"
+
+
+def test_result_commit_keeps_the_first_writer(client: redis.Redis) -> None:
+    cache = ResultCache(client, result_ttl=60)
+    key = JobKey("summary", "s-commit", 1)
+    client.delete(key.result)
+    assert cache.commit(key, "first") == "first"
+    assert cache.commit(key, "second") == "first"
+    assert cache.get(key) == "first"
+    assert 0 < client.pttl(key.result) <= 60_000
+
+
+# -- the normal path -------------------------------------------------------------------------
+
+
+def test_summary_comes_from_the_worker_and_is_reused_without_a_second_call(
+    probe: ProviderProbe, ports: Ports, pg_store: Store, settings: Settings
+) -> None:
+    evicted = seed(pg_store, "s-normal")
+    job = summary_job("s-normal", evicted)
+
+    first = ports.summarizer.summarize(job)
+
+    assert first.summarizer == "worker:llm"
+    assert first.fallback_reason is None
+    assert first.text.startswith("Briefing #1 ")
+    assert SUMMARY_MODEL in first.text
+    assert probe.calls() == 1
+    assert ports.inline.requests == []
+
+    again = ports.summarizer.summarize(job)
+    elsewhere = make_ports(settings).summarizer.summarize(job)  # another agent process
+    assert again == first
+    assert elsewhere == first
+    assert probe.calls() == 1
+
+
+def test_fifty_callers_of_one_turn_get_one_summary_from_one_provider_call(
+    probe: ProviderProbe, ports: Ports, pg_store: Store
+) -> None:
+    job = summary_job("s-fifty", seed(pg_store, "s-fifty"))
+    probe.delay_every_call(0.5)  # every caller arrives while the one call is in flight
+
+    results: list[SummaryResult] = concurrently(50, lambda: ports.summarizer.summarize(job))
+
+    assert len({r.text for r in results}) == 1
+    assert all(r.summarizer == "worker:llm" and r.fallback_reason is None for r in results)
+    assert probe.calls() == 1
+    assert ports.inline.requests == []
+
+
+def test_offload_writes_one_section_despite_concurrent_callers_and_a_duplicate_task(
+    probe: ProviderProbe, ports: Ports, pg_store: Store, client: redis.Redis, settings: Settings
+) -> None:
+    evicted = seed(pg_store, "s-offload")
+    job = offload_job("s-offload", evicted)
+
+    paths = concurrently(20, lambda: ports.offloader.offload(job))
+    # A duplicate message, as a broker redelivery would produce.
+    CeleryDispatcher(producer_app(settings)).dispatch(
+        OFFLOAD_TASK,
+        {"session_id": "s-offload", "turn": 2, "from_seq": 1, "to_seq": 6},
+        expires=30,
+    )
+    wait_for_idle_broker(client)
+
+    assert set(paths) == {conversation_history_path("s-offload")}
+    assert section_count(ports.history, job) == 1
+    text = ports.history.read(paths[0])
+    for stored in evicted:
+        assert text.count(stored.message.text()) == 1
+
+
+def test_transient_provider_errors_are_retried_on_the_worker(
+    probe: ProviderProbe, ports: Ports, pg_store: Store
+) -> None:
+    job = summary_job("s-transient", seed(pg_store, "s-transient"))
+    probe.fail_next_calls(1)
+
+    result = ports.summarizer.summarize(job)
+
+    assert result.fallback_reason is None
+    assert result.text.startswith("Briefing #2 ")
+    assert probe.calls() == 2
+    assert ports.inline.requests == []
+
+
+# -- a worker dies mid-summary -----------------------------------------------------------------
+
+
+def test_pool_child_killed_mid_summary_still_commits_one_summary(
+    probe: ProviderProbe, ports: Ports, pg_store: Store, pool: Pool, client: redis.Redis
+) -> None:
+    evicted = seed(pg_store, "s-child")
+    path = ports.offloader.offload(offload_job("s-child", evicted))
+    job = summary_job("s-child", evicted)
+    probe.slow_next_calls(1, seconds=4.0)
+
+    with ThreadPoolExecutor(max_workers=5) as executor:
+        futures = [executor.submit(ports.summarizer.summarize, job) for _ in range(5)]
+        child = probe.wait_for_call()
+        assert child != pool.worker().pid(), "the provider runs in a pool child"
+        os.kill(child, signal.SIGKILL)
+        results = [future.result(timeout=60) for future in futures]
+
+    assert len({r.text for r in results}) == 1
+    assert results[0].text.startswith("Briefing #2 ")
+    assert results[0].fallback_reason is None
+    assert 2 <= probe.calls() <= 2
+    assert pool.worker().alive()
+    assert ports.offloader.offload(offload_job("s-child", evicted)) == path
+    wait_for_idle_broker(client)
+    assert probe.calls() == 2
+    assert section_count(ports.history, offload_job("s-child", evicted)) == 1
+
+
+def test_whole_worker_killed_mid_summary_is_redispatched_and_commits_one_summary(
+    probe: ProviderProbe, ports: Ports, pg_store: Store, pool: Pool, client: redis.Redis
+) -> None:
+    evicted = seed(pg_store, "s-whole")
+    ports.offloader.offload(offload_job("s-whole", evicted))
+    job = summary_job("s-whole", evicted)
+    probe.slow_next_calls(1, seconds=4.0)
+
+    with ThreadPoolExecutor(max_workers=5) as executor:
+        futures = [executor.submit(ports.summarizer.summarize, job) for _ in range(5)]
+        probe.wait_for_call()
+        pool.worker().kill()
+        assert client.hlen("unacked") == 1, "the killed worker's message is left unacked"
+        pool.start()
+        results = [future.result(timeout=60) for future in futures]
+
+    assert len({r.text for r in results}) == 1
+    assert results[0].text.startswith("Briefing #2 ")
+    assert results[0].fallback_reason is None
+    assert probe.calls() == 2
+    # The orphaned message comes back after the visibility timeout, finds the committed
+    # summary and stops without calling the provider.
+    wait_for_idle_broker(client, timeout=30)
+    assert probe.calls() == 2
+    assert ports.summarizer.summarize(job) == results[0]
+    assert section_count(ports.history, offload_job("s-whole", evicted)) == 1
+
+
+# -- the queue cannot deliver: the turn falls back ---------------------------------------------
+
+
+def test_worker_failure_makes_every_caller_fall_back_at_once(
+    probe: ProviderProbe, ports: Ports, pg_store: Store
+) -> None:
+    evicted = seed(pg_store, "s-missing", count=4)
+    # The job names messages the store does not hold: the worker fails for good.
+    job = summary_job("s-missing", evicted).model_copy(update={"to_seq": 40})
+
+    started = time.monotonic()
+    result = ports.summarizer.summarize(job)
+    elapsed = time.monotonic() - started
+
+    assert result.fallback_reason is not None
+    assert result.fallback_reason.startswith("worker_failed: ")
+    assert "MissingRangeError" in result.fallback_reason
+    assert result.text == INLINE_TEXT
+    assert elapsed < 10, "the recorded failure must not wait for the 30 s deadline"
+    assert probe.calls() == 0
+    # The fallback result is the committed one: the turn's next call reuses it.
+    assert ports.summarizer.summarize(job) == result
+    assert len(ports.inline.requests) == 1
+
+
+def test_no_worker_listening_falls_back_at_the_deadline_and_commits_that_summary(
+    pg_store: Store, settings: Settings
+) -> None:
+    idle = redis.Redis.from_url(redis_url(IDLE_DB))
+    idle.flushdb()
+    try:
+        lonely = settings.model_copy(
+            update={"redis_url": redis_url(IDLE_DB), "queue_deadline": 1.5}
+        )
+        ports = make_ports(lonely)
+        job = summary_job("s-deadline", seed(pg_store, "s-deadline"))
+
+        started = time.monotonic()
+        result = ports.summarizer.summarize(job)
+        elapsed = time.monotonic() - started
+
+        assert result.fallback_reason is not None
+        assert result.fallback_reason.startswith("queue_deadline: ")
+        assert result.text == INLINE_TEXT
+        assert 1.5 <= elapsed < 5
+        assert idle.llen("summarize") == 1, "exactly one task was published"
+        assert make_ports(lonely).summarizer.summarize(job) == result
+    finally:
+        idle.flushdb()
+
+
+def test_redis_down_the_turn_completes_through_the_fallback_within_the_deadline(
+    tmp_path: Path, pg_store: Store
+) -> None:
+    down = f"redis://127.0.0.1:{closed_port()}/0"
+    agent, provider = build(tmp_path, store=pg_store, redis_url=down, queue_deadline=5.0)
+    assert isinstance(agent.summarizer, QueuedSummarizer)
+
+    started = time.monotonic()
+    compactions = []
+    for i in range(16):
+        provider.push(text_reply(f"noted {i}"))
+        result = agent.loop.run_turn("s-down", f"remember item {i}: " + "context " * 180)
+        compactions.extend(result.compactions)
+        if compactions:
+            break
+    elapsed = time.monotonic() - started
+
+    assert compactions, "the session went over the trigger"
+    record = compactions[0]
+    assert record.fallback_reason is not None
+    assert record.fallback_reason.startswith("redis_unavailable: ")
+    assert record.summarizer == "llm"
+    assert record.offload_path == conversation_history_path("s-down")
+    assert agent.history.exists(record.offload_path)
+    assert elapsed < 5.0
+
+
+# -- the agent loop on the queue ---------------------------------------------------------------
+
+
+def overflow() -> ContextOverflowError:
+    return ContextOverflowError(
+        "prompt is too long: 7000 tokens > 6000 maximum", tokens=7000, maximum=6000, status=400
+    )
+
+
+def test_agent_turn_compacts_through_the_queue_and_reuses_the_cached_summary(
+    probe: ProviderProbe, tmp_path: Path, pg_store: Store, settings: Settings
+) -> None:
+    def agent_on_queue() -> Any:
+        return build(
+            tmp_path,
+            store=pg_store,
+            redis_url=settings.redis_url,
+            history_root=settings.history_root,
+            queue_deadline=settings.queue_deadline,
+            queue_lease_ttl=settings.queue_lease_ttl,
+            queue_enqueue_ttl=settings.queue_enqueue_ttl,
+        )
+
+    agent, provider = agent_on_queue()
+    for i in range(3):
+        provider.push(text_reply(f"noted {i}"))
+        assert agent.loop.run_turn("s-agent", f"remember item {i}").compactions == ()
+    # Under the trigger, the model still says the prompt is too long: compact and retry.
+    provider.push(overflow(), text_reply("done"))
+    result = agent.loop.run_turn("s-agent", "one more thing")
+
+    assert result.model_calls == 2
+    (record,) = result.compactions
+    assert record.reason == "overflow"
+    assert record.summarizer == "worker:llm"
+    assert record.fallback_reason is None
+    assert record.summary is not None and record.summary.startswith("Briefing #1 ")
+    retried = provider.requests[-1]
+    assert record.summary in retried.messages[0].text()
+    assert probe.calls() == 1
+
+    # A second process resuming that turn asks for the same summary: it is the cached one.
+    evicted = tuple(pg_store.messages("s-agent", 1, record.kept_from_seq - 1))
+    job = SummaryJob(
+        session_id="s-agent",
+        turn=result.turn,
+        from_seq=evicted[0].seq,
+        to_seq=evicted[-1].seq,
+        previous_summary=None,
+        evicted=evicted,
+        model="test-model",
+    )
+    resumed, _ = agent_on_queue()
+    assert resumed.summarizer.summarize(job).text == record.summary
+    assert probe.calls() == 1
+    history = agent.history.read(conversation_history_path("s-agent"))
+    assert history.count("remember item 0") == 1
