@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Literal, TypeGuard
@@ -25,7 +26,21 @@ log = logging.getLogger(__name__)
 # keeps its worker until the provider's own timeout (passed through) ends it; calls
 # queued behind hung workers still return on the caller's deadline.
 _COUNT_WORKERS = 4
-_pool = ThreadPoolExecutor(max_workers=_COUNT_WORKERS, thread_name_prefix="hango-count-tokens")
+
+
+def _new_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=_COUNT_WORKERS, thread_name_prefix="hango-count-tokens")
+
+
+def _reset_pool_in_child() -> None:
+    # A forked child (Celery prefork) inherits the pool's bookkeeping but not its threads;
+    # without a fresh pool every count would queue behind workers that do not exist.
+    global _pool
+    _pool = _new_pool()
+
+
+_pool = _new_pool()
+os.register_at_fork(after_in_child=_reset_pool_in_child)
 
 MeasurementSource = Literal["count_tokens", "estimate"]
 

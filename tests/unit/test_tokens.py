@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -359,3 +360,21 @@ def test_measure_rejects_a_timeout_that_is_not_a_deadline() -> None:
             provider=ScriptedCounter(capabilities=COUNTING),
             timeout=float("inf"),
         )
+
+
+def test_counting_still_works_in_a_forked_child() -> None:
+    # Celery's prefork pool forks after the parent may already have counted.
+    counter = ScriptedCounter(capabilities=COUNTING, count=lambda r: 7)
+    req = request(conversation(1))
+    in_parent = measure_input_tokens(
+        req, estimator=HeuristicEstimator(), provider=counter, timeout=5
+    )
+    assert in_parent.source == "count_tokens"
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        measured = measure_input_tokens(
+            req, estimator=HeuristicEstimator(), provider=counter, timeout=5
+        )
+        os._exit(0 if (measured.tokens, measured.source) == (7, "count_tokens") else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
