@@ -1,0 +1,107 @@
+"""Where the commands write: rich tables for people, JSON for programs.
+
+Results go to stdout; progress, notices and errors go to stderr, so ``hango ... --json``
+can be piped while a person still sees what is happening.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from shared.context.record import CompactionRecord
+
+
+def stdout_console() -> Console:
+    # Built per call (not at import) so a test's captured stdout is the one written to.
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+
+
+def stderr_console() -> Console:
+    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+
+
+def print_json(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+def notice(text: str) -> None:
+    """A line for the person running the command (stderr, plain)."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def redact_url(url: str) -> str:
+    """A database URL without its password, fit to print."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def compaction_table(records: Sequence[CompactionRecord], title: str = "Compactions") -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in (
+        "#",
+        "turn",
+        "reason",
+        "tokens before → after",
+        "evicted",
+        "kept from seq",
+        "summary",
+    ):
+        table.add_column(column, justify="right" if column not in ("reason", "summary") else "left")
+    for index, record in enumerate(records, start=1):
+        table.add_row(
+            str(index),
+            str(record.at_turn),
+            record.reason,
+            f"{record.tokens_before:,} → {record.tokens_after:,}",
+            str(record.evicted_messages),
+            str(record.kept_from_seq),
+            _summarizer(record),
+        )
+    return table
+
+
+def _summarizer(record: CompactionRecord) -> str:
+    if record.fallback_reason:
+        return f"{record.summarizer} (fallback: {record.fallback_reason[:60]})"
+    return record.summarizer
+
+
+def key_value_table(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value", overflow="fold")
+    for key, value in rows:
+        table.add_row(key, f"{value:,}" if isinstance(value, int) else str(value))
+    return table
+
+
+def compaction_json(record: CompactionRecord) -> dict[str, Any]:
+    return {
+        "turn": record.at_turn,
+        "reason": record.reason,
+        "tokens_before": record.tokens_before,
+        "tokens_after": record.tokens_after,
+        "evicted_messages": record.evicted_messages,
+        "kept_from_seq": record.kept_from_seq,
+        "summarizer": record.summarizer,
+        "fallback_reason": record.fallback_reason,
+        "offload_path": record.offload_path,
+    }
+
+
+def by_reason(records: Iterable[CompactionRecord]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.reason] = counts.get(record.reason, 0) + 1
+    return counts

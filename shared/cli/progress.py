@@ -1,0 +1,154 @@
+"""What a run did, as the loop reports it, and the live view of it.
+
+``RunStats`` is a loop observer that only counts (calls, tokens sent, compactions,
+truncated arguments, blocked requests, overflow retries, cache breakpoints); the
+commands build their summaries from it. ``LiveProgress`` shows it while the run goes: a
+rich live line when stderr is a terminal, one plain line per turn otherwise (CI logs).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from rich.live import Live
+from rich.text import Text
+
+from shared.agent.loop import TurnResult
+from shared.agent.observer import NullObserver
+from shared.cli.output import by_reason, stderr_console
+from shared.context.record import CompactionRecord
+from shared.messages import Request, Response
+
+
+def count_breakpoints(request: Request) -> int:
+    """The ``cache_control`` markers in the request (tools, system and message blocks)."""
+    return _count_marks(request.to_api())
+
+
+def _count_marks(value: Any) -> int:
+    if isinstance(value, dict):
+        own = 1 if "cache_control" in value else 0
+        return own + sum(_count_marks(child) for child in value.values())
+    if isinstance(value, list):
+        return sum(_count_marks(child) for child in value)
+    return 0
+
+
+@dataclass
+class RunStats(NullObserver):
+    """Counts what the loop reports; never raises."""
+
+    model_calls: int = 0
+    sent_tokens: list[int] = field(default_factory=list)
+    compactions: list[CompactionRecord] = field(default_factory=list)
+    truncated_args: int = 0
+    invalid_blocked: int = 0
+    overflow_retries: int = 0
+    breakpoints: int = 0
+    current_turn: int = 0
+
+    def request_sent(self, session_id: str, turn: int, request: Request, input_tokens: int) -> None:
+        self.model_calls += 1
+        self.current_turn = turn
+        self.sent_tokens.append(input_tokens)
+        self.breakpoints = count_breakpoints(request)
+
+    def compacted(self, session_id: str, record: CompactionRecord) -> None:
+        self.compactions.append(record)
+
+    def overflow_retry(self, session_id: str, turn: int, rung: str) -> None:
+        self.overflow_retries += 1
+
+    def tool_args_truncated(self, session_id: str, turn: int, count: int) -> None:
+        self.truncated_args += count
+
+    def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
+        self.invalid_blocked += 1
+
+    @property
+    def last_sent(self) -> int:
+        return self.sent_tokens[-1] if self.sent_tokens else 0
+
+
+class LiveProgress(NullObserver):
+    """Shows ``stats`` while a run goes; use as a context manager around the run."""
+
+    def __init__(
+        self, stats: RunStats, *, turns: int, window: int, live: bool | None = None
+    ) -> None:
+        self.stats = stats
+        self.turns = turns
+        self.window = window
+        self.live = sys.stderr.isatty() if live is None else live
+        self._display: Live | None = None
+
+    def __enter__(self) -> LiveProgress:
+        if self.live:
+            self._display = Live(self._line(), console=stderr_console(), auto_refresh=False)
+            self._display.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if self._display is not None:
+            self._display.__exit__(kind, error, trace)
+            self._display = None
+
+    # Observer hooks: refresh the live line as the turn goes.
+    def request_sent(self, session_id: str, turn: int, request: Request, input_tokens: int) -> None:
+        self._refresh()
+
+    def response_received(self, session_id: str, turn: int, response: Response) -> None:
+        self._refresh()
+
+    def compacted(self, session_id: str, record: CompactionRecord) -> None:
+        self._refresh()
+
+    def turn_done(self, number: int, result: TurnResult) -> None:
+        """Called after each turn: the live line, or one plain line."""
+        if self._display is not None:
+            self._refresh()
+            return
+        sys.stderr.write(self.plain_line(number, result) + "\n")
+        sys.stderr.flush()
+
+    def plain_line(self, number: int, result: TurnResult) -> str:
+        parts = [
+            f"turn {number}/{self.turns}: input {result.input_tokens:,}/{self.window:,} tokens",
+            f"{result.model_calls} calls, {result.tool_calls} tools",
+            f"truncated args {self.stats.truncated_args}",
+            f"breakpoints {self.stats.breakpoints}",
+        ]
+        parts += [
+            f"compaction {c.reason} {c.tokens_before:,}→{c.tokens_after:,} "
+            f"({c.evicted_messages} evicted)"
+            for c in result.compactions
+        ]
+        return ", ".join(parts)
+
+    def _refresh(self) -> None:
+        if self._display is not None:
+            self._display.update(self._line(), refresh=True)
+
+    def _line(self) -> Text:
+        stats = self.stats
+        used = stats.last_sent
+        filled = min(20, used * 20 // max(1, self.window))
+        reasons = ", ".join(f"{k} {v}" for k, v in by_reason(stats.compactions).items())
+        line = Text()
+        line.append(f"turn {stats.current_turn}/{self.turns}  ", style="bold")
+        line.append(f"input {used:,} / {self.window:,} ")
+        line.append("█" * filled, style="green" if filled < 17 else "yellow")
+        line.append("░" * (20 - filled), style="dim")
+        line.append(f"  calls {stats.model_calls}  truncated args {stats.truncated_args}")
+        line.append(f"  compactions {len(stats.compactions)}")
+        line.append(f" ({reasons})" if reasons else "")
+        line.append(f"  breakpoints {stats.breakpoints}")
+        return line

@@ -1,0 +1,237 @@
+"""``hango replay TRANSCRIPT``: what the middleware would have sent for a recorded session.
+
+TRANSCRIPT is a Messages API request JSON (``{"system", "tools", "messages"}``) or a
+Claude Code session JSONL. For every assistant message, the request the agent would
+have sent at that point goes through the full middleware chain with the chosen profile;
+the recorded message is then fed back as the model's reply.
+
+The transcript is validated completely first: a malformed one is refused with the line
+or message index, and nothing is written (no database, no history, no dump). Replay uses
+a throwaway SQLite database and history directory unless ``--database-url`` /
+``--history-root`` are given, and never runs the recorded tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from statistics import mean
+from typing import IO, Any
+
+from shared.agent.factory import Agent, build_agent
+from shared.cli.output import (
+    by_reason,
+    compaction_json,
+    compaction_table,
+    key_value_table,
+    print_json,
+    stdout_console,
+)
+from shared.cli.progress import RunStats
+from shared.cli.replaying import (
+    RecordedReplies,
+    ReplayRun,
+    replay_transcript,
+    transcript_tools,
+    with_system_prompt,
+)
+from shared.cli.wiring import anthropic_provider, history_file, instrumented, telemetry, with_window
+from shared.config import Settings, load_settings
+from shared.context.extractive import ExtractiveSummarizer
+from shared.errors import ConfigError
+from shared.history.paths import conversation_history_path
+from shared.tokens import make_estimator
+from shared.transcripts import Transcript, load_transcript
+
+
+def add_parser(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "replay",
+        help="replay a recorded session through the middleware (what would have been sent)",
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+    )
+    parser.add_argument("transcript", type=Path, help="Messages API JSON or Claude Code JSONL")
+    parser.add_argument("--model", help="model id whose profile applies (default HANGO_MODEL)")
+    parser.add_argument("--max-input-tokens", type=int, help="override the profile's window")
+    parser.add_argument("--summarizer", choices=("extractive", "anthropic"), default="extractive")
+    parser.add_argument(
+        "--database-url", help="keep the replayed session (default: throwaway SQLite)"
+    )
+    parser.add_argument("--history-root", help="keep the offloaded history (default: throwaway)")
+    parser.add_argument(
+        "--dump-requests", type=Path, metavar="OUT.jsonl", help="one request body per line"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print a JSON summary instead of tables"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.max_input_tokens is not None and args.max_input_tokens <= 0:
+        raise ConfigError(
+            "--max-input-tokens must be a positive integer", variable="--max-input-tokens"
+        )
+    transcript = load_transcript(
+        args.transcript
+    )  # everything is validated before anything is written
+    _check_dump_target(args.dump_requests)
+    with tempfile.TemporaryDirectory(prefix="hango-replay-") as scratch:
+        settings = replay_settings(args, Path(scratch))
+        summarizer_provider = (
+            anthropic_provider(settings) if args.summarizer == "anthropic" else None
+        )
+        with telemetry() as handle, _dump_file(args.dump_requests) as dump:
+            replies = RecordedReplies()
+            stats = RunStats()
+            chat, summary, observer = instrumented(handle, replies, summarizer_provider or replies)
+            agent = build_agent(
+                settings,
+                provider=chat,
+                summarizer_provider=summary if summarizer_provider else None,
+                summarizer=None if summarizer_provider else ExtractiveSummarizer(),
+                observers=(stats, observer),
+                extra_tools=transcript_tools(transcript),
+            )
+            agent.loop.assembly = with_system_prompt(agent.loop.assembly, transcript.system)
+            session_id = f"replay-{uuid.uuid4().hex[:12]}"
+            outcome = replay_transcript(
+                agent,
+                replies,
+                transcript,
+                session_id=session_id,
+                estimator=make_estimator(settings.estimator),
+                on_call=(lambda request: _write_line(dump, request.to_api())) if dump else None,
+            )
+            report = replay_report(args, settings, agent, transcript, session_id, outcome, stats)
+    if args.json:
+        print_json(report)
+    else:
+        _print_tables(report, outcome)
+    return 0
+
+
+def replay_settings(args: argparse.Namespace, scratch: Path) -> Settings:
+    flags: dict[str, Any] = {"model": args.model} if args.model else {}
+    base = load_settings(**flags)
+    overrides: dict[str, Any] = {
+        **flags,
+        "model_profiles": with_window(base, args.max_input_tokens),
+        "redis_url": None,  # replay is in-process: no queue, no worker
+        "database_url": args.database_url or f"sqlite:///{scratch / 'replay.db'}",
+        "history_root": args.history_root or scratch / "history",
+    }
+    if not args.database_url:
+        overrides["history_backend"] = "local"
+    return load_settings(**overrides)
+
+
+def _check_dump_target(path: Path | None) -> None:
+    if path is not None and not path.parent.is_dir():
+        raise ConfigError(
+            f"--dump-requests: no directory {str(path.parent)!r}", variable="--dump-requests"
+        )
+
+
+@contextlib.contextmanager
+def _dump_file(path: Path | None) -> Iterator[IO[str] | None]:
+    """The dump, written beside its target and moved in place only when the replay succeeds."""
+    if path is None:
+        yield None
+        return
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with open(descriptor, "w", encoding="utf-8") as handle:
+            yield handle
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def _write_line(dump: IO[str], body: dict[str, Any]) -> None:
+    dump.write(json.dumps(body, ensure_ascii=False) + "\n")
+
+
+def replay_report(
+    args: argparse.Namespace,
+    settings: Settings,
+    agent: Agent,
+    transcript: Transcript,
+    session_id: str,
+    outcome: ReplayRun,
+    stats: RunStats,
+) -> dict[str, Any]:
+    """The machine-readable summary ``--json`` prints (and the tables show)."""
+    sent = [call.sent_tokens for call in outcome.calls]
+    raw = [call.raw_tokens for call in outcome.calls]
+    virtual = conversation_history_path(session_id)
+    kept = bool(args.history_root) and agent.history.exists(virtual)
+    return {
+        "transcript": str(args.transcript),
+        "format": transcript.format,
+        "messages": len(transcript.messages),
+        "turns": len(outcome.turns),
+        "model": settings.model,
+        "max_input_tokens": agent.profile.max_input_tokens,
+        "trigger_tokens": agent.profile.trigger_tokens,
+        "summarizer": args.summarizer,
+        "session_id": session_id if args.database_url else None,
+        "calls": len(outcome.calls),
+        "compactions": len(outcome.compactions),
+        "compactions_by_reason": by_reason(outcome.compactions),
+        "compaction_records": [compaction_json(record) for record in outcome.compactions],
+        "truncated_tool_args": stats.truncated_args,
+        "invalid_requests_blocked": stats.invalid_blocked,
+        "overflow_retries": stats.overflow_retries,
+        "tokens_sent": {"max": max(sent, default=0), "mean": round(mean(sent)) if sent else 0},
+        "tokens_raw": {"max": max(raw, default=0), "mean": round(mean(raw)) if raw else 0},
+        "estimator": settings.estimator,
+        "dump_requests": str(args.dump_requests) if args.dump_requests else None,
+        "history_file": history_file(agent.history, virtual) if kept else None,
+    }
+
+
+def _print_tables(report: dict[str, Any], outcome: ReplayRun) -> None:
+    console = stdout_console()
+    console.print(
+        f"[bold]Replayed {report['calls']} model calls[/bold] of {report['transcript']} "
+        f"({report['format']}, {report['messages']} messages, {report['turns']} turns) with "
+        f"{report['model']}: window {report['max_input_tokens']:,}, "
+        f"trigger {report['trigger_tokens']:,} tokens"
+    )
+    if outcome.compactions:
+        console.print(compaction_table(outcome.compactions))
+    sent, raw = report["tokens_sent"], report["tokens_raw"]
+    console.print(
+        key_value_table(
+            "Requests",
+            [
+                ("model calls", report["calls"]),
+                (
+                    "compactions",
+                    ", ".join(f"{k} {v}" for k, v in report["compactions_by_reason"].items())
+                    or "0",
+                ),
+                ("truncated tool arguments", report["truncated_tool_args"]),
+                ("invalid requests blocked", report["invalid_requests_blocked"]),
+                (
+                    f"max tokens sent vs raw ({report['estimator']})",
+                    f"{sent['max']:,} vs {raw['max']:,}",
+                ),
+                (
+                    f"mean tokens sent vs raw ({report['estimator']})",
+                    f"{sent['mean']:,} vs {raw['mean']:,}",
+                ),
+                ("requests dumped to", report["dump_requests"] or "-"),
+                ("history file", report["history_file"] or "-"),
+            ],
+        )
+    )

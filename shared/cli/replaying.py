@@ -1,0 +1,197 @@
+"""Driving the agent loop through a recorded session, one recorded reply at a time.
+
+For every assistant message of the transcript the loop builds the request the agent
+would have sent at that point (the stored messages so far, through the whole middleware
+chain), the :class:`RecordedReplies` provider records it and answers with the recorded
+message, and the loop appends it. User messages are stored as the agent would have
+stored them: large tool results go through the same offload as live ones.
+
+The loop's lower-level API does this (``begin_turn`` / ``append`` / ``call_model`` /
+``end_turn``), so replay exercises exactly the code a live turn runs, minus the tools.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.agent.factory import Agent
+from shared.agent.filesystem import FilesystemMiddleware
+from shared.agent.loop import TurnResult
+from shared.agent.tools import (
+    COMPACT_CONVERSATION,
+    EDIT_FILE,
+    LS,
+    READ_FILE,
+    WRITE_FILE,
+    Tool,
+    ToolOutcome,
+    tool_error,
+)
+from shared.context.middleware import Assembly
+from shared.context.record import CompactionRecord
+from shared.errors import ProviderError
+from shared.messages import (
+    ContentBlock,
+    Message,
+    Request,
+    Response,
+    TextBlock,
+    ToolResultBlock,
+    Usage,
+)
+from shared.providers.base import Capabilities
+from shared.tokens import Estimator
+from shared.transcripts import Transcript, split_turns
+
+BUILTIN_TOOL_NAMES = frozenset(
+    t.name for t in (READ_FILE, WRITE_FILE, EDIT_FILE, LS, COMPACT_CONVERSATION)
+)
+
+
+class RecordedReplies:
+    """A provider whose next answer is the recorded assistant message it was handed.
+
+    It reports prompt caching like the Anthropic provider, so the recorded requests carry
+    the breakpoints a real deployment would send.
+    """
+
+    name = "replay"
+
+    def __init__(self) -> None:
+        self.capabilities = Capabilities(prompt_caching=True, token_counting=False)
+        self.requests: list[Request] = []
+        self._pending: Message | None = None
+        self._ids = itertools.count(1)
+
+    def expect(self, message: Message) -> None:
+        self._pending = message
+
+    def complete(self, request: Request) -> Response:
+        if self._pending is None:
+            raise ProviderError("replay: the loop asked for a reply the transcript does not have")
+        self.requests.append(request)
+        blocks = self._pending.blocks()
+        self._pending = None
+        uses_tools = any(block.type == "tool_use" for block in blocks)
+        return Response(
+            id=f"msg_replay_{next(self._ids):06d}",
+            model=request.model,
+            content=blocks,
+            stop_reason="tool_use" if uses_tools else "end_turn",
+            usage=Usage(),
+        )
+
+
+def transcript_tools(transcript: Transcript) -> tuple[Tool, ...]:
+    """The recorded agent's tools (definitions only: replay never runs a tool).
+
+    A tool named like one of the agent's own file tools is the agent's own, so it is left
+    to the built-in definition (two tools of one name would make the request invalid).
+    """
+    return tuple(
+        Tool(definition, _not_run)
+        for definition in transcript.tools
+        if definition.name not in BUILTIN_TOOL_NAMES
+    )
+
+
+def _not_run(arguments: Mapping[str, Any]) -> ToolOutcome:
+    return tool_error("replay does not run tools: the recorded result follows")
+
+
+def with_system_prompt(assembly: Assembly, system: tuple[TextBlock, ...]) -> Assembly:
+    """The assembly with the recorded system prompt first (the most stable block of all)."""
+    if not system:
+        return assembly
+    index = assembly.stable_system_index
+    return Assembly(
+        system=system + assembly.system,
+        tools=assembly.tools,
+        stable_system_index=None if index is None else index + len(system),
+    )
+
+
+@dataclass(frozen=True)
+class CallFigures:
+    """One model call: tokens of the request sent and of the uncompacted request."""
+
+    sent_tokens: int
+    raw_tokens: int
+
+
+@dataclass
+class ReplayRun:
+    """What the replay produced, call by call."""
+
+    calls: list[CallFigures] = field(default_factory=list)
+    turns: list[TurnResult] = field(default_factory=list)
+
+    @property
+    def compactions(self) -> tuple[CompactionRecord, ...]:
+        return tuple(record for turn in self.turns for record in turn.compactions)
+
+
+CallHook = Callable[[Request], None]
+
+
+def replay_transcript(
+    agent: Agent,
+    replies: RecordedReplies,
+    transcript: Transcript,
+    *,
+    session_id: str,
+    estimator: Estimator,
+    on_call: CallHook | None = None,
+) -> ReplayRun:
+    """Replay every turn of ``transcript`` into ``session_id``."""
+    run = ReplayRun()
+    so_far: list[Message] = []
+    loop = agent.loop
+    for turn in split_turns(transcript.messages):
+        ctx = loop.begin_turn(session_id)
+        try:
+            for message in turn:
+                if message.role == "assistant":
+                    replies.expect(message)
+                    loop.call_model(ctx)
+                    sent = replies.requests[-1]
+                    run.calls.append(_figures(sent, so_far, estimator))
+                    if on_call is not None:
+                        on_call(sent)
+                    loop.append(ctx, message)
+                else:
+                    loop.append(ctx, as_stored(message, loop.filesystem))
+                so_far.append(message)
+        except BaseException as error:
+            loop.end_turn(ctx, status="failed", error=f"{type(error).__name__}: {error}")
+            raise
+        run.turns.append(loop.end_turn(ctx))
+    return run
+
+
+def _figures(sent: Request, so_far: list[Message], estimator: Estimator) -> CallFigures:
+    raw = sent.model_copy(update={"messages": tuple(so_far)})
+    return CallFigures(estimator.estimate_request(sent), estimator.estimate_request(raw))
+
+
+def as_stored(message: Message, filesystem: FilesystemMiddleware) -> Message:
+    """The user message as a live turn stores it: large tool results offloaded."""
+    if not any(message.tool_results()):
+        return message
+    blocks: list[ContentBlock] = []
+    for block in message.blocks():
+        if isinstance(block, ToolResultBlock) and _is_text_only(block):
+            content = filesystem.offload_large_result(block.tool_use_id, block.text())
+            if content != block.text():
+                block = block.model_copy(update={"content": content})
+        blocks.append(block)
+    return Message(role=message.role, content=tuple(blocks))
+
+
+def _is_text_only(block: ToolResultBlock) -> bool:
+    if isinstance(block.content, str):
+        return True
+    return block.content is not None and all(isinstance(part, TextBlock) for part in block.content)

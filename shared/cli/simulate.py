@@ -1,0 +1,211 @@
+"""``hango simulate``: a long scripted coding session through the real loop, offline.
+
+The scripted user and model (:mod:`shared.simulate`) drive the real agent loop and
+middleware on a small window, so truncation and several compactions happen within a
+minute; the summaries go through the same provider path as in a deployment. Everything
+else is the configured stack: the embedded default (SQLite, local history directory,
+in-process summarizer) unless flags or ``HANGO_*`` say otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from statistics import mean
+from typing import Any
+
+from shared.cli.output import (
+    by_reason,
+    compaction_json,
+    compaction_table,
+    key_value_table,
+    print_json,
+    redact_url,
+    stdout_console,
+)
+from shared.cli.progress import LiveProgress, RunStats
+from shared.cli.wiring import (
+    anthropic_provider,
+    history_file,
+    instrumented,
+    require_worker,
+    telemetry,
+    with_window,
+)
+from shared.config import Settings, load_settings
+from shared.providers.base import Provider
+from shared.simulate.runner import Simulation, SimulationOutcome, build_simulation, scripted_model
+
+DEFAULT_TURNS = 24
+DEFAULT_SEED = 7
+# Small enough that truncation and several compactions happen in well under a minute.
+DEFAULT_WINDOW = 16_000
+
+
+def add_parser(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "simulate",
+        help="run a scripted coding session through the real loop (offline by default)",
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+    )
+    parser.add_argument("--turns", type=_positive, default=DEFAULT_TURNS, help="user turns to play")
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help="seed of the scripted user and model"
+    )
+    parser.add_argument(
+        "--max-input-tokens",
+        type=_positive,
+        default=DEFAULT_WINDOW,
+        help=f"the model's window for this run (default {DEFAULT_WINDOW:,})",
+    )
+    parser.add_argument("--model", help="model id (default HANGO_MODEL)")
+    parser.add_argument("--session", help="session id (default: a new sim-SEED-XXXXXXXX)")
+    parser.add_argument("--provider", choices=("scripted", "anthropic"), default="scripted")
+    parser.add_argument("--database-url", help="default HANGO_DATABASE_URL (embedded SQLite)")
+    parser.add_argument("--history-root", help="default HANGO_HISTORY_ROOT (.hango/history)")
+    parser.add_argument(
+        "--queue",
+        action="store_true",
+        help="summaries and offloads through Celery (HANGO_REDIS_URL)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print a JSON summary instead of tables"
+    )
+    parser.set_defaults(run=run)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
+    return value
+
+
+def simulation_settings(args: argparse.Namespace) -> Settings:
+    flags = {
+        "model": args.model,
+        "database_url": args.database_url,
+        "history_root": args.history_root,
+    }
+    base = load_settings(**{key: value for key, value in flags.items() if value is not None})
+    overrides: dict[str, Any] = {
+        **{key: value for key, value in flags.items() if value is not None},
+        "model_profiles": with_window(base, args.max_input_tokens),
+    }
+    if not args.queue:
+        overrides["redis_url"] = None  # the embedded default: no services, even if Redis is set
+    return load_settings(**overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = simulation_settings(args)
+    if args.queue:
+        require_worker(settings)
+    model = scripted_model(settings, args.seed) if args.provider == "scripted" else None
+    provider: Provider = model if model is not None else anthropic_provider(settings)
+    stats = RunStats()
+    progress = LiveProgress(stats, turns=args.turns, window=args.max_input_tokens)
+    with telemetry(instrument_celery=args.queue) as handle:
+        chat, summary, observer = instrumented(handle, provider, provider)
+        simulation = build_simulation(
+            settings,
+            seed=args.seed,
+            provider=chat,
+            summarizer_provider=summary,
+            session_id=args.session,
+            observers=(stats, progress, observer),
+            model=model,
+        )
+        started = time.monotonic()
+        with progress:
+            outcome = simulation.run(args.turns, progress.turn_done)
+        elapsed = time.monotonic() - started
+    report = simulation_report(args, settings, simulation, outcome, stats, elapsed)
+    if args.json:
+        print_json(report)
+    else:
+        _print_tables(report, outcome)
+    return 0
+
+
+def simulation_report(
+    args: argparse.Namespace,
+    settings: Settings,
+    simulation: Simulation,
+    outcome: SimulationOutcome,
+    stats: RunStats,
+    elapsed: float,
+) -> dict[str, Any]:
+    """The machine-readable summary ``--json`` prints (and the tables show)."""
+    sent = stats.sent_tokens
+    return {
+        "session_id": outcome.session_id,
+        "provider": args.provider,
+        "model": settings.model,
+        "seed": args.seed,
+        "turns": len(outcome.turns),
+        "max_input_tokens": args.max_input_tokens,
+        "database_url": redact_url(settings.database_url),
+        "queue": bool(args.queue),
+        "model_calls": outcome.model_calls,
+        "tool_calls": outcome.tool_calls,
+        "summary_calls": simulation.model.summary_calls if simulation.model else None,
+        "stored_messages": outcome.stored_messages,
+        "compactions": [compaction_json(record) for record in outcome.compactions],
+        "compactions_by_reason": by_reason(outcome.compactions),
+        "truncated_tool_args": stats.truncated_args,
+        "overflow_retries": stats.overflow_retries,
+        "invalid_requests_blocked": stats.invalid_blocked,
+        "breakpoints_last_request": stats.breakpoints,
+        "input_tokens_sent": {
+            "max": max(sent, default=0),
+            "mean": round(mean(sent)) if sent else 0,
+        },
+        "session_counters": {
+            "last_input_tokens": outcome.session.last_input_tokens,
+            "compactions": outcome.session.compactions,
+        },
+        "history_file": (
+            history_file(simulation.agent.history, outcome.history_path)
+            if outcome.history_written
+            else None
+        ),
+        "elapsed_seconds": round(elapsed, 2),
+    }
+
+
+def _print_tables(report: dict[str, Any], outcome: SimulationOutcome) -> None:
+    console = stdout_console()
+    console.print(
+        f"[bold]Simulated {report['turns']} turns[/bold] of session {report['session_id']} "
+        f"({report['provider']} model {report['model']}, seed {report['seed']}, window "
+        f"{report['max_input_tokens']:,} tokens) in {report['elapsed_seconds']:.1f}s"
+    )
+    if outcome.compactions:
+        console.print(compaction_table(outcome.compactions))
+    else:
+        console.print("No compaction happened: raise --turns or lower --max-input-tokens.")
+    counters = report["session_counters"]
+    console.print(
+        key_value_table(
+            "Session",
+            [
+                ("last input tokens (counter)", counters["last_input_tokens"]),
+                ("compactions (counter)", counters["compactions"]),
+                ("stored messages (never rewritten)", report["stored_messages"]),
+                ("model calls", report["model_calls"]),
+                ("tool calls", report["tool_calls"]),
+                (
+                    "summarizer calls",
+                    report["summary_calls"] if report["summary_calls"] is not None else "-",
+                ),
+                ("truncated tool arguments", report["truncated_tool_args"]),
+                ("overflow retries", report["overflow_retries"]),
+                ("invalid requests blocked", report["invalid_requests_blocked"]),
+                ("max input tokens sent", report["input_tokens_sent"]["max"]),
+                ("cache breakpoints (last request)", report["breakpoints_last_request"]),
+            ],
+        )
+    )
+    console.print(f"History file: {report['history_file'] or '(none yet: nothing was evicted)'}")
+    console.print(f"Inspect it: hango sessions show {report['session_id']}")

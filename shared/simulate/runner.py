@@ -1,0 +1,134 @@
+"""One simulated session: the scripted user and model driving the real agent loop.
+
+``build_simulation`` wires the agent exactly as a deployment does (``build_agent``: the
+configured store, history backend, middleware chain, summarizer and, with a Redis URL,
+the Celery ports) with the scripted model as both the agent's and the summarizer's
+provider and the pretend shell as an extra tool. ``Simulation.run`` plays the turns.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.agent.factory import Agent, build_agent, open_store
+from shared.agent.loop import TurnResult
+from shared.agent.observer import LoopObserver
+from shared.config import Settings
+from shared.context.record import CompactionRecord
+from shared.history.factory import history_from_settings
+from shared.history.local import LocalHistory
+from shared.history.paths import conversation_history_path, validate_session_id
+from shared.profiles import Profiles
+from shared.providers.base import Provider
+from shared.simulate.commands import PretendShell
+from shared.simulate.model import ScriptedCodingModel
+from shared.simulate.user import ScriptedUser
+from shared.store.repository import SessionInfo
+
+TurnCallback = Callable[[int, TurnResult], None]
+
+
+@dataclass(frozen=True)
+class SimulationOutcome:
+    """What a finished simulation leaves behind, for the report."""
+
+    session_id: str
+    turns: tuple[TurnResult, ...]
+    session: SessionInfo
+    stored_messages: int
+    history_path: str  # the virtual path inside the history backend
+    history_file: Path | None  # the real file, for the local backend
+    history_written: bool
+
+    @property
+    def compactions(self) -> tuple[CompactionRecord, ...]:
+        return tuple(record for turn in self.turns for record in turn.compactions)
+
+    @property
+    def model_calls(self) -> int:
+        return sum(turn.model_calls for turn in self.turns)
+
+    @property
+    def tool_calls(self) -> int:
+        return sum(turn.tool_calls for turn in self.turns)
+
+
+@dataclass
+class Simulation:
+    agent: Agent
+    user: ScriptedUser
+    session_id: str
+    model: ScriptedCodingModel | None  # None when a real provider answers
+
+    def run(self, turns: int, on_turn: TurnCallback | None = None) -> SimulationOutcome:
+        results: list[TurnResult] = []
+        last_reply: str | None = None
+        for number in range(1, turns + 1):
+            message = self.user.next_message(number, last_reply)
+            result = self.agent.loop.run_turn(self.session_id, message)
+            results.append(result)
+            last_reply = result.response.as_message().text() if result.response else None
+            if on_turn is not None:
+                on_turn(number, result)
+        return self._outcome(tuple(results))
+
+    def _outcome(self, turns: tuple[TurnResult, ...]) -> SimulationOutcome:
+        store = self.agent.store
+        session = store.session(self.session_id)
+        assert session is not None  # run_turn created it
+        virtual = conversation_history_path(self.session_id)
+        history = self.agent.history
+        real = history.root / virtual.lstrip("/") if isinstance(history, LocalHistory) else None
+        return SimulationOutcome(
+            session_id=self.session_id,
+            turns=turns,
+            session=session,
+            stored_messages=len(store.messages(self.session_id)),
+            history_path=virtual,
+            history_file=real,
+            history_written=history.exists(virtual),
+        )
+
+
+def new_session_id(seed: int) -> str:
+    """A fresh id per run, so rerunning the same seed starts a new session."""
+    return f"sim-{seed}-{uuid.uuid4().hex[:8]}"
+
+
+def scripted_model(settings: Settings, seed: int) -> ScriptedCodingModel:
+    """The scripted model, refusing requests over the profile's window as the API would."""
+    window = Profiles.from_settings(settings).resolve(settings.model).max_input_tokens
+    return ScriptedCodingModel(seed=seed, max_input_tokens=window)
+
+
+def build_simulation(
+    settings: Settings,
+    *,
+    seed: int,
+    provider: Provider,
+    summarizer_provider: Provider | None = None,
+    session_id: str | None = None,
+    observers: Sequence[LoopObserver] = (),
+    model: ScriptedCodingModel | None = None,
+) -> Simulation:
+    """The agent for a simulated session, wired as a deployment's.
+
+    ``provider`` answers the agent (the scripted model, possibly wrapped for telemetry,
+    or a real provider) and, unless ``summarizer_provider`` is given, the summarizer too:
+    the summary goes through the same provider path as in a deployment.
+    """
+    sid = validate_session_id(session_id) if session_id else new_session_id(seed)
+    store = open_store(settings)
+    history = history_from_settings(settings, engine=store.engine)
+    agent = build_agent(
+        settings,
+        provider=provider,
+        summarizer_provider=summarizer_provider or provider,
+        observers=observers,
+        extra_tools=(PretendShell(history, seed).tool(),),
+        store=store,
+    )
+    return Simulation(agent=agent, user=ScriptedUser(seed), session_id=sid, model=model)
