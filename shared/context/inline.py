@@ -16,12 +16,12 @@ from collections.abc import Callable
 from shared.context.extractive import ExtractiveSummarizer
 from shared.context.ports import OffloadJob, Summarizer, SummaryJob, SummaryResult
 from shared.context.summary_prompt import build_summary_request
-from shared.context.validate import validate_request
+from shared.context.validate import format_violations, validate_request
 from shared.errors import HangoError
 from shared.history.base import HistoryBackend
 from shared.history.markdown import render_evicted
 from shared.history.paths import conversation_history_path
-from shared.messages import Request, Response, TextBlock, Usage
+from shared.messages import Response, TextBlock, Usage
 from shared.providers.base import Provider
 
 logger = logging.getLogger(__name__)
@@ -56,22 +56,20 @@ class InlineSummarizer:
         request = build_summary_request(job, model=job.model, max_tokens=self.max_tokens)
         violations = validate_request(request)
         if violations:
-            shown = "; ".join(str(v) for v in violations[:3])
+            shown = format_violations(violations[:3])
             return self._fall_back(job, f"invalid summary request: {shown}")
         try:
-            response = self._send(request)
+            response = self.provider.complete(request)
         except Exception as error:  # the turn must complete whatever the summarizer does
+            if not isinstance(error, HangoError | TimeoutError | OSError):
+                logger.exception("unexpected error from the summarizer's provider")
             return self._fall_back(job, f"provider error: {_describe(error)}")
+        if self.on_usage is not None:
+            self.on_usage(response.usage)
         text, problem = summary_text(response, min_chars=self.min_chars)
         if problem is not None:
             return self._fall_back(job, problem, usage=response.usage)
         return SummaryResult(text=text, summarizer=SUMMARIZER_NAME, usage=response.usage)
-
-    def _send(self, request: Request) -> Response:
-        response = self.provider.complete(request)
-        if self.on_usage is not None:
-            self.on_usage(response.usage)
-        return response
 
     def _fall_back(self, job: SummaryJob, reason: str, usage: Usage | None = None) -> SummaryResult:
         logger.warning(

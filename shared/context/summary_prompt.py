@@ -236,6 +236,8 @@ _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.@+%=-]+(?:/[\w.@+%=-]*)*|[\w.@+%=-]+(?:/
 _PATH_TOKEN = re.compile(rf"(?<![\w/.~@+%=-])(?:{_PATH.pattern})")
 _OFFLOADED = re.compile(r"/large_tool_results/[\w.-]+")
 _TRAILING = ".,;:'\""
+# Redirection targets in command lines, not artifacts of the work.
+_NOT_ARTIFACTS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 
 
 def artifact_index(evicted: Sequence[StoredMessage]) -> list[str]:
@@ -277,6 +279,7 @@ def _artifacts_in_text(text: str, key: str) -> Iterator[str]:
         yield from (url.rstrip(_TRAILING) for url in urls)
         for url in urls:
             value = value.replace(url, " ")
-        yield from (path.rstrip(_TRAILING) for path in _PATH_TOKEN.findall(value))
+        paths = (path.rstrip(_TRAILING) for path in _PATH_TOKEN.findall(value))
+        yield from (path for path in paths if path not in _NOT_ARTIFACTS)
     elif _URL.fullmatch(value) or _PATH.fullmatch(value):
         yield value

@@ -169,7 +169,11 @@ def test_artifact_index_collects_paths_and_urls_in_order_without_duplicates() ->
             calls(
                 call("toolu_c1", "read_file", path="/src/app.py"),
                 call("toolu_c2", "Edit", file_path="/src/db.py", old_string="a b", new_string="x"),
-                call("toolu_c3", "bash", command="cat /etc/app.conf | grep -n port src/cfg.yaml"),
+                call(
+                    "toolu_c3",
+                    "bash",
+                    command="cat /etc/app.conf | grep -n port src/cfg.yaml 2>/dev/null",
+                ),
                 call("toolu_c4", "fetch", url="https://example.com/docs?page=2", prompt="read it"),
                 call("toolu_c5", "write_file", path="/src/app.py", content="/not/a/path inside"),
                 call("toolu_c6", "str_replace_editor", command="view", path="/repo/README.md"),
