@@ -66,8 +66,12 @@ def build_agent(
         summarizer_provider or provider, fallback=ExtractiveSummarizer()
     )
     summarizer, offloader = _ports(settings, store, history, inline_summarizer, inline_offloader)
+    tools = ToolRegistry(history, extra_tools)
     filesystem = FilesystemMiddleware(
-        history, max_result_tokens=settings.tool_result_offload_tokens, estimator=estimator
+        history,
+        max_result_tokens=settings.tool_result_offload_tokens,
+        estimator=estimator,
+        tools=tools,
     )
     chain = build_chain(
         filesystem=filesystem,
@@ -92,7 +96,7 @@ def build_agent(
         store=store,
         provider=provider,
         chain=chain,
-        tools=ToolRegistry(history, extra_tools),
+        tools=tools,
         filesystem=filesystem,
         model=settings.model,
         max_tokens=max_tokens,
