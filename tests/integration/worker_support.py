@@ -8,19 +8,24 @@
   with a transient error. :class:`ProviderProbe` is the test's side of those keys.
 - :class:`WorkerProcess` starts ``celery -A worker worker -P prefork`` as a subprocess in
   its own process group, waits until it answers a ping, and stops or kills it.
+- :class:`FlowerProcess` runs ``celery -A worker flower`` with basic auth and reads its API.
 - :func:`queue_settings` / :func:`worker_env` give both sides the same small limits, so
   lease expiry, re-dispatch and visibility-timeout redelivery happen in seconds.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,6 +224,12 @@ class WorkerProcess:
         return f"{self.name}@{socket.gethostname()}"
 
     def start(self, timeout: float = 45.0) -> WorkerProcess:
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (to start several side by side)."""
         command = [
             sys.executable, "-m", "celery", "-A", "worker", "worker",
             "-P", "prefork", "-c", str(self.concurrency), "-Q", self.queues,
@@ -233,8 +244,6 @@ class WorkerProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self.wait_ready(timeout)
-        return self
 
     def wait_ready(self, timeout: float) -> None:
         app = producer_app(self.settings)
@@ -295,3 +304,80 @@ def running_worker(settings: Settings, log_path: Path, **options: Any) -> Iterat
         yield worker
     finally:
         worker.stop()
+
+
+# -- Flower ----------------------------------------------------------------------------------
+
+
+@dataclass
+class FlowerProcess:
+    """``celery -A worker flower`` with basic auth, on a free local port."""
+
+    settings: Settings
+    log_path: Path
+    user: str = "hango"
+    password: str = "s3cret-test"
+    port: int = field(default_factory=closed_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 45.0) -> FlowerProcess:
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self) -> None:
+        command = [
+            sys.executable, "-m", "celery", "-A", "worker", "flower",
+            f"--port={self.port}", "--address=127.0.0.1",
+            f"--basic-auth={self.user}:{self.password}",
+        ]  # fmt: skip
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                command,
+                cwd=REPO_ROOT,
+                env=worker_env(self.settings),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def wait_ready(self, timeout: float) -> None:
+        wait_until(self._healthy, timeout, f"flower did not start; log:\n{self._log()}")
+
+    def _healthy(self) -> bool:
+        if self.process is not None and self.process.poll() is not None:
+            raise AssertionError(f"flower exited; log:\n{self._log()}")
+        try:
+            with urllib.request.urlopen(self.base_url + "/healthcheck", timeout=1) as reply:
+                return bool(reply.status == 200)
+        except OSError:
+            return False
+
+    def _log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else ""
+
+    def get(self, path: str, *, auth: bool = True) -> tuple[int, Any]:
+        """``(status, parsed JSON body or None)`` of a GET."""
+        request = urllib.request.Request(self.base_url + path)
+        if auth:
+            token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                return reply.status, json.loads(reply.read() or b"null")
+        except urllib.error.HTTPError as error:
+            return error.code, None
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)

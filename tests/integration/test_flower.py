@@ -1,0 +1,112 @@
+"""Flower watching a real worker: basic auth on the API, the worker and its tasks listed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+
+from shared.config import Settings
+from shared.context.extractive import ExtractiveSummarizer
+from shared.context.inline import InlineOffloader
+from shared.context.ports import SummaryJob
+from shared.history.local import LocalHistory
+from shared.messages import Message
+from shared.queue import make_queued_ports
+from shared.queue.config import SUMMARIZE_TASK
+from shared.store import Store
+from tests.integration.worker_support import (
+    FlowerProcess,
+    ProviderProbe,
+    WorkerProcess,
+    queue_settings,
+    redis_url,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+REDIS_DB = 14
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    worker: WorkerProcess
+    flower: FlowerProcess
+
+
+@pytest.fixture(scope="module")
+def stack(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    client = redis.Redis.from_url(redis_url(REDIS_DB))
+    client.flushdb()
+    logs = tmp_path_factory.mktemp("flower-logs")
+    settings = queue_settings(
+        redis=redis_url(REDIS_DB),
+        database_url=pg_url,
+        history_root=tmp_path_factory.mktemp("history"),
+    )
+    worker = WorkerProcess(settings, logs / "worker.log", name="fw", concurrency=1)
+    flower = FlowerProcess(settings, logs / "flower.log")
+    try:
+        flower.launch()
+        worker.launch()
+        flower.wait_ready(45)
+        worker.wait_ready(45)
+        yield Stack(settings, worker, flower)
+    finally:
+        worker.stop()
+        flower.stop()
+        client.flushdb()
+
+
+def test_flower_api_needs_credentials_and_lists_the_worker(stack: Stack) -> None:
+    status, _ = stack.flower.get("/api/workers", auth=False)
+    assert status == 401
+
+    status, workers = stack.flower.get("/api/workers?refresh=1")
+    assert status == 200
+    assert stack.worker.nodename in workers
+
+
+def test_summarize_task_shows_up_in_flower(stack: Stack, pg_store: Store, tmp_path: Path) -> None:
+    ProviderProbe(redis.Redis.from_url(redis_url(REDIS_DB))).reset()
+    pg_store.ensure_session("s-flower", "test-model")
+    for i in range(4):
+        role = "user" if i % 2 == 0 else "assistant"
+        pg_store.append_message("s-flower", 1, Message(role=role, content=f"{role} says {i}"))
+    evicted = tuple(pg_store.messages("s-flower"))
+    history = LocalHistory(stack.settings.history_root)
+    summarizer, _ = make_queued_ports(
+        stack.settings,
+        history=history,
+        fallback_summarizer=ExtractiveSummarizer(),
+        fallback_offloader=InlineOffloader(history),
+    )
+    result = summarizer.summarize(
+        SummaryJob(
+            session_id="s-flower",
+            turn=2,
+            from_seq=1,
+            to_seq=4,
+            previous_summary=None,
+            evicted=evicted,
+            model="summ-model",
+        )
+    )
+    assert result.summarizer == "worker:llm"
+
+    def summarize_task_succeeded() -> bool:
+        status, tasks = stack.flower.get(f"/api/tasks?taskname={SUMMARIZE_TASK}")
+        return status == 200 and any(
+            task.get("name") == SUMMARIZE_TASK
+            and task.get("state") == "SUCCESS"
+            and task.get("worker") == stack.worker.nodename
+            and "s-flower" in str(task.get("kwargs"))
+            for task in tasks.values()
+        )
+
+    wait_until(summarize_task_succeeded, 20, "flower never listed the summarize task")
