@@ -76,8 +76,20 @@ def worker_summarizer(settings: Settings) -> Summarizer:
     if choice == "extractive":
         return ExtractiveSummarizer()
     if choice == "anthropic":
-        return TaskSummarizer(_anthropic(settings))
-    return TaskSummarizer(load_provider_factory(choice)(settings))
+        return TaskSummarizer(_instrumented(_anthropic(settings)))
+    return TaskSummarizer(_instrumented(load_provider_factory(choice)(settings)))
+
+
+def _instrumented(provider: Provider) -> Provider:
+    """The summarizer's own ``chat`` span and usage (purpose ``summarize``) on the worker.
+
+    Uses the global providers that ``worker.signals`` sets up after the fork (no-ops
+    when nothing is exported).
+    """
+    from shared.providers.instrumented import instrument_provider
+    from shared.telemetry import PURPOSE_SUMMARIZE, Telemetry
+
+    return instrument_provider(provider, Telemetry(), purpose=PURPOSE_SUMMARIZE)
 
 
 def _anthropic(settings: Settings) -> Provider:
