@@ -50,7 +50,9 @@ def upgrade() -> None:
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
-        sa.ForeignKeyConstraint(["session_id"], ["sessions.id"], name="fk_runs_session_id_sessions"),
+        sa.ForeignKeyConstraint(
+            ["session_id"], ["sessions.id"], name="fk_runs_session_id_sessions"
+        ),
         sa.PrimaryKeyConstraint("id", name="pk_runs"),
         sa.UniqueConstraint("session_id", "turn", name="uq_runs_session_id_turn"),
     )

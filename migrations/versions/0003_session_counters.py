@@ -25,7 +25,9 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("sessions") as batch:
         batch.add_column(
-            sa.Column("last_input_tokens", sa.Integer(), nullable=False, server_default=sa.text("0"))
+            sa.Column(
+                "last_input_tokens", sa.Integer(), nullable=False, server_default=sa.text("0")
+            )
         )
         batch.add_column(
             sa.Column("compactions", sa.Integer(), nullable=False, server_default=sa.text("0"))
