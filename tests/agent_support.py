@@ -33,7 +33,9 @@ def make_settings(tmp_path: Path, *, window: int = 6000, **overrides: Any) -> Se
 
 def writer_reply(i: int, size: int = 3000) -> Response:
     """A model reply that writes a large file (a large tool input)."""
-    return tool_reply(("write_file", {"path": f"/work/file_{i}.txt", "content": f"line {i}\n" * (size // 7)}))
+    return tool_reply(
+        ("write_file", {"path": f"/work/file_{i}.txt", "content": f"line {i}\n" * (size // 7)})
+    )
 
 
 def build(
@@ -47,7 +49,9 @@ def build(
     **overrides: Any,
 ) -> tuple[Agent, ScriptedProvider]:
     provider = ScriptedProvider(replies or [], capabilities=Capabilities(prompt_caching=caching))
-    summarizer = ScriptedProvider(fallback=lambda r: text_reply("SUMMARY of earlier work: wrote /work/file_0.txt"))
+    summarizer = ScriptedProvider(
+        fallback=lambda r: text_reply("SUMMARY of earlier work: wrote /work/file_0.txt")
+    )
     settings = make_settings(tmp_path, window=window, **overrides)
     agent = build_agent(
         settings,

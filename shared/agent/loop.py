@@ -121,8 +121,12 @@ class AgentLoop:
                 return
             results = tuple(self._execute(ctx, use) for use in uses)
             self.append(ctx, Message(role="user", content=results))
-        log.warning("session %s turn %d: stopped after %d tool rounds", ctx.session_id,
-                    ctx.turn, self.max_tool_rounds)
+        log.warning(
+            "session %s turn %d: stopped after %d tool rounds",
+            ctx.session_id,
+            ctx.turn,
+            self.max_tool_rounds,
+        )
 
     def _user_message(self, session_id: str, user_input: str | Message) -> Message:
         """The user's message; answers tool calls a crashed turn left without results."""
@@ -186,8 +190,9 @@ class AgentLoop:
                 response = run_chain(self.chain, call, lambda c: self._send(ctx, c))
             except ContextOverflowError as exc:
                 overflow = exc
-                log.warning("session %s turn %d: context overflow (%s)", ctx.session_id,
-                            ctx.turn, exc)
+                log.warning(
+                    "session %s turn %d: context overflow (%s)", ctx.session_id, ctx.turn, exc
+                )
                 continue
             finally:
                 self.store.save_run_state(ctx.run_id, ctx.holder.state)
@@ -235,7 +240,8 @@ class AgentLoop:
         """The request as the record says: ``[head] + stored messages from kept_from_seq``."""
         record = ctx.holder.state.latest
         stored = tuple(
-            m for m in self._transcript(ctx.session_id)
+            m
+            for m in self._transcript(ctx.session_id)
             if record is None or m.seq >= record.kept_from_seq
         )
         messages, seqs = merge_consecutive(stored)
@@ -270,11 +276,9 @@ class AgentLoop:
             # The pipeline validates what it builds, so this means the stored transcript
             # itself is broken; sending it would only earn a permanent 400.
             raise InvalidRequestError(
-                "refusing to send an invalid request: "
-                + "; ".join(v.detail for v in violations)
+                "refusing to send an invalid request: " + "; ".join(v.detail for v in violations)
             )
-        self.observer.request_sent(ctx.session_id, ctx.turn, call.request,
-                                   call.state.input_tokens)
+        self.observer.request_sent(ctx.session_id, ctx.turn, call.request, call.state.input_tokens)
         ctx.sent.append(call.request)
         ctx.model_calls += 1
         response = self.provider.complete(call.request)

@@ -34,11 +34,15 @@ def text_reply(text: str, *, stop_reason: str = "end_turn", model: str = "script
     )
 
 
-def tool_reply(*calls: tuple[str, dict[str, object]], text: str = "", model: str = "scripted") -> Response:
+def tool_reply(
+    *calls: tuple[str, dict[str, object]], text: str = "", model: str = "scripted"
+) -> Response:
     """An answer that calls tools: each call is ``(name, input)``; ids are generated."""
     blocks: list[TextBlock | ToolUseBlock] = [TextBlock(text=text)] if text else []
     for name, arguments in calls:
-        blocks.append(ToolUseBlock(id=f"toolu_scripted_{next(_ids):06d}", name=name, input=dict(arguments)))
+        blocks.append(
+            ToolUseBlock(id=f"toolu_scripted_{next(_ids):06d}", name=name, input=dict(arguments))
+        )
     return Response(
         id=f"msg_scripted_{next(_ids)}",
         model=model,
@@ -71,7 +75,9 @@ class ScriptedProvider:
             self.requests.append(request)
             reply = self._queue.popleft() if self._queue else self.fallback
         if reply is None:
-            raise ProviderError(f"scripted provider has no reply left for request #{len(self.requests)}")
+            raise ProviderError(
+                f"scripted provider has no reply left for request #{len(self.requests)}"
+            )
         if isinstance(reply, BaseException):
             raise reply
         if isinstance(reply, Response):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,9 @@ FACT = "Please remember fact {i}: the deploy key id is key-{i:04d}. " + "context
 
 
 def overflow() -> ContextOverflowError:
-    return ContextOverflowError("prompt is too long: 7000 tokens > 6000 maximum",
-                                tokens=7000, maximum=6000, status=400)
+    return ContextOverflowError(
+        "prompt is too long: 7000 tokens > 6000 maximum", tokens=7000, maximum=6000, status=400
+    )
 
 
 def chat(agent: Any, provider: Any, session: str, turns: int, start: int = 0) -> list[Any]:
@@ -37,7 +39,9 @@ def chat(agent: Any, provider: Any, session: str, turns: int, start: int = 0) ->
     return results
 
 
-def test_compacted_request_while_store_keeps_full_transcript(tmp_path: Path, pg_store: Store) -> None:
+def test_compacted_request_while_store_keeps_full_transcript(
+    tmp_path: Path, pg_store: Store
+) -> None:
     agent, provider = build(tmp_path, store=pg_store)
     results = chat(agent, provider, "s-compact", 16)
 
@@ -93,7 +97,9 @@ def test_overflow_forces_compaction_and_one_retry(tmp_path: Path, pg_store: Stor
     result = agent.loop.run_turn("s-ovf", "one more")
     assert [c.reason for c in result.compactions] == ["overflow"]
     assert result.model_calls == 2
-    assert result.response is not None and result.response.content[0] == TextBlock(text="after compaction")
+    assert result.response is not None and result.response.content[0] == TextBlock(
+        text="after compaction"
+    )
 
 
 def test_second_overflow_degrades_to_mechanical_truncation(tmp_path: Path, pg_store: Store) -> None:
@@ -179,7 +185,7 @@ def test_two_hundred_turns_with_large_tool_results_do_not_thrash(
         for c in result.compactions:
             assert c.tokens_after <= agent.profile.trigger_tokens
     assert compacted_turns, "200 turns of large results must compact at least once"
-    gaps = [b - a for a, b in zip(compacted_turns, compacted_turns[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(compacted_turns)]
     assert all(g >= 3 for g in gaps), f"compactions too close together: {compacted_turns}"
     assert len(compacted_turns) <= 40
     for request in provider.requests:
