@@ -85,7 +85,13 @@ EVENT_INVALID_REQUEST_BLOCKED = "hango.request.invalid_blocked"
 # --- loggers ----------------------------------------------------------------------------
 COMPACTION_LOGGER = "hango.compaction"
 
-# --- Celery message header stamped at publish, read by the worker for queue latency ----
+# --- Celery (span names and attributes as the contrib instrumentation spells them) ----
+CELERY_APPLY_ASYNC = "apply_async"
+CELERY_RUN = "run"
+CELERY_ACTION = "celery.action"
+CELERY_TASK_NAME = "celery.task_name"
+MESSAGING_MESSAGE_ID = "messaging.message.id"
+# Message header stamped at publish, read by the worker for queue latency.
 ENQUEUED_AT_HEADER = "hango_enqueued_at"
 
 

@@ -25,11 +25,9 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from celery import signals
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
@@ -41,11 +39,13 @@ from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector, Reso
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
-from shared.telemetry import ENQUEUED_AT_HEADER, Telemetry
+from shared.telemetry import Telemetry
+from shared.telemetry_celery import CeleryPublishTracer
 
 logger = logging.getLogger(__name__)
 
 Signal = Literal["traces", "metrics"]
+CeleryRole = Literal["producer", "worker"]
 DEFAULT_EXPORT_TIMEOUT = 2.0  # seconds per export call; the SDK default (10 s) stalls exit
 _OTLP_HTTP = "http/protobuf"
 _GRPC = "grpc"
@@ -59,7 +59,8 @@ class TelemetryHandle:
     tracer_provider: TracerProvider | None = None
     meter_provider: MeterProvider | None = None
     exporters: tuple[str, ...] = ()
-    celery_instrumented: bool = False
+    celery_role: CeleryRole | None = None
+    _publish_tracer: CeleryPublishTracer | None = field(default=None, repr=False)
     _closed: bool = field(default=False, repr=False)
 
     @property
@@ -71,9 +72,10 @@ class TelemetryHandle:
         if self._closed:
             return
         self._closed = True
-        if self.celery_instrumented:
+        if self._publish_tracer is not None:
+            self._publish_tracer.disconnect()
+        if self.celery_role == "worker":
             _celery_instrumentor().uninstrument()
-            signals.before_task_publish.disconnect(stamp_enqueued_at)
         if self.tracer_provider is not None:
             self.tracer_provider.shutdown()
         if self.meter_provider is not None:
@@ -81,13 +83,14 @@ class TelemetryHandle:
 
 
 def setup_telemetry(
-    service_name: str, *, instrument_celery: bool = False, set_global: bool = True
+    service_name: str, *, celery_role: CeleryRole | None = None, set_global: bool = True
 ) -> TelemetryHandle:
     """Configure export from the ``OTEL_*`` environment; a no-op handle when nothing is asked.
 
     ``service_name`` is the default ``service.name`` (``OTEL_SERVICE_NAME`` wins).
-    ``instrument_celery`` also traces task publishing and running, so an enqueued task
-    continues the caller's trace.
+    ``celery_role`` also traces Celery, so a task continues its publisher's trace:
+    ``producer`` (the agent: publishing by name, :mod:`shared.telemetry_celery`) or
+    ``worker`` (the contrib instrumentation: running tasks, after the fork).
     """
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return TelemetryHandle(Telemetry.noop())
@@ -111,29 +114,23 @@ def setup_telemetry(
         exporters=tuple(f"traces:{n}" for n, _ in span_exporters)
         + tuple(f"metrics:{n}" for n, _ in metric_exporters),
     )
-    if instrument_celery:
-        instrument_celery_app(tracer_provider, meter_provider)
-        handle.celery_instrumented = True
+    if celery_role is not None:
+        handle.celery_role = celery_role
+        handle._publish_tracer = instrument_celery(celery_role, handle.telemetry)
     logger.info(
         "telemetry: exporting %s as %s", ", ".join(handle.exporters), resource_name(resource)
     )
     return handle
 
 
-def instrument_celery_app(
-    tracer_provider: trace.TracerProvider, meter_provider: metrics.MeterProvider
-) -> None:
-    """Trace publishing and running tasks with these providers; stamp the publish time."""
+def instrument_celery(role: CeleryRole, telemetry: Telemetry) -> CeleryPublishTracer | None:
+    """Trace the publishing side (``producer``) or the task runs (``worker``)."""
+    if role == "producer":
+        return CeleryPublishTracer(telemetry.tracer).connect()
     _celery_instrumentor().instrument(
-        tracer_provider=tracer_provider, meter_provider=meter_provider
+        tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider
     )
-    signals.before_task_publish.connect(stamp_enqueued_at, weak=False)
-
-
-def stamp_enqueued_at(headers: dict[str, Any] | None = None, **_: Any) -> None:
-    """Celery ``before_task_publish``: record when the task left, for queue latency."""
-    if headers is not None:
-        headers.setdefault(ENQUEUED_AT_HEADER, time.time())
+    return None
 
 
 def resource_name(resource: Resource) -> str:

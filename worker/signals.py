@@ -40,7 +40,7 @@ def start_telemetry(**_: Any) -> None:
     if _handle is not None:
         return
     try:
-        _handle = setup_telemetry(WORKER_SERVICE_NAME, instrument_celery=True)
+        _handle = setup_telemetry(WORKER_SERVICE_NAME, celery_role="worker")
     except Exception:
         # Observability must never keep a worker from serving tasks.
         logger.exception("telemetry setup failed; this worker process exports nothing")

@@ -13,10 +13,13 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
+from celery import Celery, signals
 from opentelemetry import trace
+from opentelemetry.trace import SpanKind, StatusCode
 
 from shared import telemetry as t
-from shared.telemetry_setup import DEFAULT_EXPORT_TIMEOUT, setup_telemetry, stamp_enqueued_at
+from shared.telemetry_celery import MAX_PENDING_PUBLISHES, CeleryPublishTracer, stamp_enqueued_at
+from shared.telemetry_setup import DEFAULT_EXPORT_TIMEOUT, setup_telemetry
 from tests.otel_support import OtlpReceiver, capture
 from worker import signals as worker_signals
 
@@ -163,7 +166,7 @@ def test_a_collector_that_is_down_never_breaks_the_command(monkeypatch: pytest.M
 
 def test_publish_stamp_and_worker_queue_wait() -> None:
     headers: dict[str, object] = {}
-    stamp_enqueued_at(headers=headers)
+    stamp_enqueued_at(headers)
     enqueued_at = headers[t.ENQUEUED_AT_HEADER]
     assert isinstance(enqueued_at, float) and abs(enqueued_at - time.time()) < 5
 
@@ -189,3 +192,54 @@ def test_worker_task_scope_follows_the_task_arguments() -> None:
     worker_signals.open_task_scope(task_id="task-2", task=None, kwargs={"x": 1})
     assert t.current_conversation() is None
     worker_signals.close_task_scope(task_id="task-2")
+
+
+def test_publishing_by_name_is_a_producer_span_whose_context_travels_in_the_headers() -> None:
+    cap = capture()
+    tracer = CeleryPublishTracer(cap.telemetry.tracer).connect()
+    seen: list[dict[str, object]] = []
+
+    def keep_headers(headers: dict[str, object] | None = None, **_: object) -> None:
+        seen.append(dict(headers or {}))
+
+    signals.before_task_publish.connect(keep_headers, weak=False)  # after the tracer's
+    app = Celery("producer-test", broker="memory://", set_as_current=False)
+    try:
+        with cap.telemetry.tracer.start_as_current_span(t.TURN_SPAN) as turn:
+            app.send_task("hango.summarize", kwargs={"session_id": "s1", "turn": 2})
+            # Nothing is left current: the turn's later spans stay children of the turn.
+            assert trace.get_current_span() is turn
+    finally:
+        signals.before_task_publish.disconnect(keep_headers)
+        tracer.disconnect()
+        app.close()
+
+    publish = cap.one("apply_async/hango.summarize")
+    assert publish.kind is SpanKind.PRODUCER
+    assert publish.parent is not None and publish.parent.span_id == turn.get_span_context().span_id
+    (headers,) = seen
+    assert publish.context is not None
+    trace_id, span_id = f"{publish.context.trace_id:032x}", f"{publish.context.span_id:016x}"
+    assert str(headers["traceparent"]).startswith(f"00-{trace_id}-{span_id}-")
+    assert publish.attributes is not None
+    assert publish.attributes["messaging.message.id"] == headers["id"]
+    assert publish.attributes["celery.task_name"] == "hango.summarize"
+    assert isinstance(headers[t.ENQUEUED_AT_HEADER], float)
+    assert tracer.pending() == 0
+    cap.shutdown()
+
+
+def test_unconfirmed_publishes_are_closed_as_failures_beyond_a_bound() -> None:
+    cap = capture()
+    tracer = CeleryPublishTracer(cap.telemetry.tracer)
+    for i in range(MAX_PENDING_PUBLISHES + 2):
+        tracer.before_publish(sender="hango.offload", headers={"id": f"task-{i}"})
+    assert tracer.pending() == MAX_PENDING_PUBLISHES
+    lost = cap.named("apply_async/hango.offload")
+    assert len(lost) == 2
+    assert {s.attributes["messaging.message.id"] for s in lost if s.attributes} == {
+        "task-0",
+        "task-1",
+    }
+    assert all(s.status.status_code is StatusCode.ERROR for s in lost)
+    cap.shutdown()
