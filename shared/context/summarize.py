@@ -13,8 +13,9 @@ The stored messages are never touched; only the copy on its way to the provider 
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from shared.agent.observer import LoopObserver, NullObserver
@@ -25,7 +26,7 @@ from shared.context.middleware import Handler, ModelCall, PassThrough
 from shared.context.ports import HistoryOffloader, OffloadJob, Summarizer, SummaryJob
 from shared.context.record import CompactionReason, CompactionRecord
 from shared.context.summary_prompt import artifact_index
-from shared.context.validate import validate_messages
+from shared.context.validate import Violation, validate_messages
 from shared.errors import CannotFitError
 from shared.messages import Message, Request, Response, StoredMessage
 from shared.profiles import ModelProfile
@@ -59,6 +60,7 @@ class SummarizationMiddleware(PassThrough):
         summarizer: Summarizer,
         offloader: HistoryOffloader,
         observer: LoopObserver | None = None,
+        validator: Callable[[Sequence[Message]], list[Violation]] = validate_messages,
     ) -> None:
         self.profile = profile
         self.estimator = estimator
@@ -67,6 +69,7 @@ class SummarizationMiddleware(PassThrough):
         self.summarizer = summarizer
         self.offloader = offloader
         self.observer = observer or NullObserver()
+        self.validator = validator
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:
         measurement = measure_input_tokens(
@@ -167,7 +170,7 @@ class SummarizationMiddleware(PassThrough):
             artifacts=artifacts,
         )
         compacted = _apply(call, record, plan.boundary)
-        violations = validate_messages(compacted.request.messages)
+        violations = self.validator(compacted.request.messages)
         if violations:
             details = [v.detail for v in violations]
             log.error(
@@ -193,16 +196,7 @@ class SummarizationMiddleware(PassThrough):
             return int(self.estimator.estimate_request(request) * scale)
 
         head = head_message(previous)
-        try:
-            cut = drop_oldest_groups(
-                body, head=head, measure=measure, limit=self.profile.trigger_tokens
-            )
-        except CannotFitError:
-            # Headroom is a preference; the window is the law. Only failing that fails.
-            cut = drop_oldest_groups(
-                body, head=head, measure=measure, limit=self.profile.max_input_tokens
-            )
-        boundary = first_real + cut
+        boundary = first_real + self._fitting_cut(body, head, measure)
         kept_from_seq = _seq_at(call, boundary)
         evicted = _stored_before(call, kept_from_seq)
         offload_path = self._offload(call, evicted) if evicted else None
@@ -219,6 +213,24 @@ class SummarizationMiddleware(PassThrough):
             artifacts=_merge_artifacts(previous, evicted),
         )
         return self._commit(_apply(call, record, boundary), record)
+
+    def _fitting_cut(
+        self,
+        body: tuple[Message, ...],
+        head: Message,
+        measure: Callable[[tuple[Message, ...]], int],
+    ) -> int:
+        """The smallest cut under the post-compaction target, else the trigger, else the window.
+
+        Headroom is a preference (it keeps the next turns from truncating again); the
+        window is the law, and only failing that fails the run.
+        """
+        window = self.profile.max_input_tokens
+        limits = (int(window * TARGET_AFTER_FRAC), self.profile.trigger_tokens, window)
+        for limit in limits[:-1]:
+            with contextlib.suppress(CannotFitError):
+                return drop_oldest_groups(body, head=head, measure=measure, limit=limit)
+        return drop_oldest_groups(body, head=head, measure=measure, limit=limits[-1])
 
     def _commit(self, call: ModelCall, record: CompactionRecord) -> ModelCall:
         after = self.estimator.estimate_request(call.request)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -51,6 +52,36 @@ class TruncationResult:
     @property
     def changed(self) -> bool:
         return self.truncated > 0
+
+
+class TruncationMemo:
+    """Remembers how each message object truncated, so a repeat costs nothing.
+
+    The loop sends the same stored message objects call after call; without this, every
+    call would re-estimate every old tool block (O(history)), and every call would build
+    new copies that miss the estimator's per-object cache. Entries are keyed by object
+    identity and checked through a weak reference, so a reused id never answers for a
+    different message and nothing is kept alive. The answer for a message depends on the
+    pass's settings too, so use one memo per (max_tokens, preview_chars, offloaded).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[Message], Message, int]] = {}
+
+    def get(self, message: Message) -> tuple[Message, int] | None:
+        entry = self._entries.get(id(message))
+        if entry is None or entry[0]() is not message:
+            return None
+        return entry[1], entry[2]
+
+    def put(self, message: Message, result: tuple[Message, int]) -> None:
+        key = id(message)
+        entries = self._entries
+
+        def forget(_ref: weakref.ref[Message]) -> None:
+            entries.pop(key, None)
+
+        self._entries[key] = (weakref.ref(message, forget), *result)
 
 
 @dataclass(frozen=True)
@@ -105,6 +136,7 @@ def truncate_tool_args(
     estimator: Estimator,
     offloaded: Mapping[str, str] = _NO_PATHS,
     preview_chars: int = DEFAULT_PREVIEW_CHARS,
+    memo: TruncationMemo | None = None,
 ) -> TruncationResult:
     """Shorten large tool inputs and results in ``messages[:protect_from]``.
 
@@ -127,9 +159,14 @@ def truncate_tool_args(
     shortened = list(messages)
     count = 0
     for index in range(min(protect_from, len(messages))):
-        message, blocks_cut = _truncate_message(
-            messages[index], max_tokens, estimator, offloaded, preview_chars
-        )
+        known = memo.get(messages[index]) if memo is not None else None
+        if known is None:
+            known = _truncate_message(
+                messages[index], max_tokens, estimator, offloaded, preview_chars
+            )
+            if memo is not None:
+                memo.put(messages[index], known)
+        message, blocks_cut = known
         if blocks_cut:
             shortened[index] = message
             count += blocks_cut

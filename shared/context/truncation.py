@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from shared.agent.observer import LoopObserver, NullObserver
 from shared.context.middleware import Handler, ModelCall, PassThrough
-from shared.context.truncate import truncate_tool_args
+from shared.context.truncate import TruncationMemo, truncate_tool_args
 from shared.messages import Response
 from shared.profiles import ModelProfile
 from shared.tokens.base import Estimator
@@ -29,6 +29,7 @@ class ToolArgTruncationMiddleware(PassThrough):
         self.estimator = estimator
         self.max_tokens = max_tokens
         self.observer = observer or NullObserver()
+        self.memo = TruncationMemo()
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:
         messages = call.request.messages
@@ -39,6 +40,7 @@ class ToolArgTruncationMiddleware(PassThrough):
             protect_from=max(first_real, len(messages) - keep),
             max_tokens=self.max_tokens,
             estimator=self.estimator,
+            memo=self.memo,
         )
         if result.truncated == 0:
             return call_next(call)
