@@ -281,7 +281,7 @@ def test_measure_estimates_when_the_provider_cannot_count() -> None:
     estimator = HeuristicEstimator()
     req = request(conversation(2))
     not_a_counter = ScriptedProvider(capabilities=COUNTING)
-    counter_without_capability = ScriptedCounter(count=lambda r: 1)
+    counter_without_capability = ScriptedCounter(count=lambda r: 1, capabilities=Capabilities())
     for provider in (not_a_counter, counter_without_capability):
         measured = measure_input_tokens(req, estimator=estimator, provider=provider, timeout=5)
         assert measured.tokens == estimator.estimate_request(req)
