@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    _configure_logging(debug=args.debug)
+    _configure_logging(debug=args.debug, level=getattr(args, "log_level", logging.WARNING))
     try:
         return run(args)
     except KeyboardInterrupt:
@@ -60,9 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return failure_for(error).code
 
 
-def _configure_logging(*, debug: bool) -> None:
+def _configure_logging(*, debug: bool, level: int) -> None:
     logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING,
+        level=logging.DEBUG if debug else level,
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )

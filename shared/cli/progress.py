@@ -42,25 +42,34 @@ class RunStats(NullObserver):
     """Counts what the loop reports; never raises."""
 
     model_calls: int = 0
-    sent_tokens: list[int] = field(default_factory=list)
+    sent_tokens: list[int] = field(default_factory=list)  # of the requests that were answered
+    refused_tokens: list[int] = field(default_factory=list)  # of the requests refused as too long
     compactions: list[CompactionRecord] = field(default_factory=list)
     truncated_args: int = 0
     invalid_blocked: int = 0
     overflow_retries: int = 0
     breakpoints: int = 0
     current_turn: int = 0
+    _pending: int = 0
 
     def request_sent(self, session_id: str, turn: int, request: Request, input_tokens: int) -> None:
         self.model_calls += 1
         self.current_turn = turn
-        self.sent_tokens.append(input_tokens)
+        self._pending = input_tokens
         self.breakpoints = count_breakpoints(request)
+
+    def response_received(self, session_id: str, turn: int, response: Response) -> None:
+        # The provider's own usage is the truth; the pipeline's figure when it reports none.
+        reported = response.usage.total_input_tokens()
+        self.sent_tokens.append(reported if reported > 0 else self._pending)
 
     def compacted(self, session_id: str, record: CompactionRecord) -> None:
         self.compactions.append(record)
 
     def overflow_retry(self, session_id: str, turn: int, rung: str) -> None:
+        # The request just sent was refused as too long: it does not count as sent.
         self.overflow_retries += 1
+        self.refused_tokens.append(self._pending)
 
     def tool_args_truncated(self, session_id: str, turn: int, count: int) -> None:
         self.truncated_args += count

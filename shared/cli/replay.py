@@ -3,7 +3,10 @@
 TRANSCRIPT is a Messages API request JSON (``{"system", "tools", "messages"}``) or a
 Claude Code session JSONL. For every assistant message, the request the agent would
 have sent at that point goes through the full middleware chain with the chosen profile;
-the recorded message is then fed back as the model's reply.
+the recorded message is then fed back as the model's reply. A request over the window is
+refused as the API would refuse it (measured with the configured estimator), so the
+overflow ladder runs as it would live. ``--dump-requests`` writes one line per recorded
+assistant message: the JSON body of the request that was answered.
 
 The transcript is validated completely first: a malformed one is refused with the line
 or message index, and nothing is written (no database, no history, no dump). Replay uses
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import tempfile
 import uuid
@@ -46,6 +50,7 @@ from shared.config import Settings, load_settings
 from shared.context.extractive import ExtractiveSummarizer
 from shared.errors import ConfigError
 from shared.history.paths import conversation_history_path
+from shared.profiles import Profiles
 from shared.tokens import make_estimator
 from shared.transcripts import Transcript, load_transcript
 
@@ -70,7 +75,8 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print a JSON summary instead of tables"
     )
-    parser.set_defaults(run=run)
+    # Overflows and summarizer fallbacks are part of the command's own report.
+    parser.set_defaults(run=run, log_level=logging.ERROR)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
             anthropic_provider(settings) if args.summarizer == "anthropic" else None
         )
         with telemetry() as handle, _dump_file(args.dump_requests) as dump:
-            replies = RecordedReplies()
+            estimator = make_estimator(settings.estimator)
+            window = Profiles.from_settings(settings).resolve(settings.model).max_input_tokens
+            replies = RecordedReplies(window=window, estimator=estimator)
             stats = RunStats()
             chat, summary, observer = instrumented(handle, replies, summarizer_provider or replies)
             agent = build_agent(
@@ -106,10 +114,11 @@ def run(args: argparse.Namespace) -> int:
                 replies,
                 transcript,
                 session_id=session_id,
-                estimator=make_estimator(settings.estimator),
+                estimator=estimator,
                 on_call=(lambda request: _write_line(dump, request.to_api())) if dump else None,
             )
             report = replay_report(args, settings, agent, transcript, session_id, outcome, stats)
+            agent.store.engine.dispose()
     if args.json:
         print_json(report)
     else:

@@ -32,7 +32,7 @@ from shared.agent.tools import (
 )
 from shared.context.middleware import Assembly
 from shared.context.record import CompactionRecord
-from shared.errors import ProviderError
+from shared.errors import ContextOverflowError, ProviderError
 from shared.messages import (
     ContentBlock,
     Message,
@@ -54,14 +54,19 @@ BUILTIN_TOOL_NAMES = frozenset(
 class RecordedReplies:
     """A provider whose next answer is the recorded assistant message it was handed.
 
-    It reports prompt caching like the Anthropic provider, so the recorded requests carry
-    the breakpoints a real deployment would send.
+    It stands in for the API on two counts. It reports prompt caching like the Anthropic
+    provider, so the recorded requests carry the breakpoints a deployment would send. And
+    it refuses a request over ``window`` (measured with ``estimator``, offline stand-in
+    for the API's count) with the API's "prompt is too long" error, so the loop's
+    overflow ladder runs as it would live; only the request that was answered is recorded.
     """
 
     name = "replay"
 
-    def __init__(self) -> None:
+    def __init__(self, *, window: int, estimator: Estimator) -> None:
         self.capabilities = Capabilities(prompt_caching=True, token_counting=False)
+        self.window = window
+        self.estimator = estimator
         self.requests: list[Request] = []
         self._pending: Message | None = None
         self._ids = itertools.count(1)
@@ -72,6 +77,14 @@ class RecordedReplies:
     def complete(self, request: Request) -> Response:
         if self._pending is None:
             raise ProviderError("replay: the loop asked for a reply the transcript does not have")
+        tokens = self.estimator.estimate_request(request)
+        if tokens > self.window:
+            raise ContextOverflowError(
+                f"prompt is too long: {tokens} tokens > {self.window} maximum",
+                tokens=tokens,
+                maximum=self.window,
+                status=400,
+            )
         self.requests.append(request)
         blocks = self._pending.blocks()
         self._pending = None

@@ -10,6 +10,7 @@ in-process summarizer) unless flags or ``HANGO_*`` say otherwise.
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 from statistics import mean
 from typing import Any
@@ -71,7 +72,8 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print a JSON summary instead of tables"
     )
-    parser.set_defaults(run=run)
+    # Overflows and summarizer fallbacks are part of the command's own report.
+    parser.set_defaults(run=run, log_level=logging.ERROR)
 
 
 def _positive(text: str) -> int:
@@ -120,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         with progress:
             outcome = simulation.run(args.turns, progress.turn_done)
         elapsed = time.monotonic() - started
+        simulation.agent.store.engine.dispose()
     report = simulation_report(args, settings, simulation, outcome, stats, elapsed)
     if args.json:
         print_json(report)

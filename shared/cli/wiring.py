@@ -59,7 +59,7 @@ def anthropic_provider(settings: Settings) -> Provider:
 @contextmanager
 def telemetry(*, instrument_celery: bool = False) -> Iterator[TelemetryHandle]:
     """OpenTelemetry export as the ``OTEL_*`` environment asks (nothing when it asks nothing)."""
-    handle = setup_telemetry(SERVICE_NAME, instrument_celery=instrument_celery)
+    handle = setup_telemetry(SERVICE_NAME, celery_role="producer" if instrument_celery else None)
     try:
         yield handle
     finally:
