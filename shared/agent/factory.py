@@ -69,7 +69,7 @@ def build_agent(
     tools = ToolRegistry(history, extra_tools)
     filesystem = FilesystemMiddleware(
         history,
-        max_result_tokens=settings.tool_result_offload_tokens,
+        max_result_tokens=offload_limit(settings, profile),
         estimator=estimator,
         tools=tools,
     )
@@ -103,6 +103,16 @@ def build_agent(
         observer=observer,
     )
     return Agent(settings, store, history, loop, provider, profile, summarizer, offloader)
+
+
+def offload_limit(settings: Settings, profile: ModelProfile) -> int:
+    """Tool results over this many tokens go to ``/large_tool_results/`` when produced.
+
+    Capped at a tenth of the window: a result that size is kept whole in the keep window,
+    and a few of them would otherwise fill a small window on their own (then no
+    compaction can get the request back under the trigger).
+    """
+    return min(settings.tool_result_offload_tokens, profile.max_input_tokens // 10)
 
 
 def open_store(settings: Settings) -> Store:

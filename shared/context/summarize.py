@@ -124,7 +124,8 @@ class SummarizationMiddleware(PassThrough):
         if boundary is None:
             return None
         target = int(self.profile.max_input_tokens * TARGET_AFTER_FRAC)
-        while self._estimate_after(call.request, boundary) > target:
+        allowance = self._summary_allowance(call)
+        while self._estimate_after(call.request, boundary) + allowance > target:
             fewer = shrink_boundary(messages, boundary)
             if fewer is None:
                 break
@@ -133,7 +134,18 @@ class SummarizationMiddleware(PassThrough):
 
     def _estimate_after(self, request: Request, boundary: int) -> int:
         kept = request.model_copy(update={"messages": request.messages[boundary:]})
-        return self.estimator.estimate_request(kept) + SUMMARY_ALLOWANCE_TOKENS
+        return self.estimator.estimate_request(kept)
+
+    def _summary_allowance(self, call: ModelCall) -> int:
+        """What the new head message will likely cost: at least the current one's size.
+
+        A rolling summary (and its artifact index) tends to keep the size of the last
+        one, so the previous head is a better guess than any constant.
+        """
+        if not call.summary_message_present:
+            return SUMMARY_ALLOWANCE_TOKENS
+        previous = self.estimator.estimate_message(call.request.messages[0])
+        return max(SUMMARY_ALLOWANCE_TOKENS, previous)
 
     def _summarize(
         self, call: ModelCall, reason: CompactionReason, tokens: int, plan: _Plan
