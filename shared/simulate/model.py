@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.config import Settings
 from shared.errors import ContextOverflowError
 from shared.messages import (
     Message,
@@ -187,3 +188,12 @@ def _arguments(call: Call, tool: ToolDefinition) -> dict[str, Any]:
         name = next((c for c in candidates if c in properties), candidates[0])
         arguments[name] = value
     return arguments
+
+
+def summary_provider(settings: Settings) -> ScriptedCodingModel:
+    """The scripted model for Celery workers (``HANGO_WORKER_SUMMARIZER=`` this function).
+
+    With it, the queued summaries of ``hango simulate --queue`` come from the same
+    scripted model as the in-process ones, and the worker needs no API key.
+    """
+    return ScriptedCodingModel()
