@@ -28,6 +28,8 @@ from shared.history.factory import history_from_settings
 from shared.profiles import ModelProfile, Profiles
 from shared.providers.base import Provider
 from shared.store import Store
+from shared.telemetry import Telemetry
+from shared.telemetry_observer import TelemetryObserver
 from shared.tokens import make_estimator
 
 
@@ -60,7 +62,7 @@ def build_agent(
     provider = provider or _anthropic(settings)
     profile = Profiles.from_settings(settings).resolve(settings.model)
     estimator = make_estimator(settings.estimator)
-    observer = Observers(list(observers))
+    observer = Observers(_with_compaction_log(observers))
     inline_offloader = offloader or InlineOffloader(history)
     inline_summarizer = summarizer or InlineSummarizer(
         summarizer_provider or provider, fallback=ExtractiveSummarizer()
@@ -103,6 +105,13 @@ def build_agent(
         observer=observer,
     )
     return Agent(settings, store, history, loop, provider, profile, summarizer, offloader)
+
+
+def _with_compaction_log(observers: Sequence[LoopObserver]) -> list[LoopObserver]:
+    """The observers, plus a telemetry observer (it writes the compaction log line)."""
+    if any(isinstance(o, TelemetryObserver) for o in observers):
+        return list(observers)
+    return [*observers, TelemetryObserver(Telemetry.noop())]
 
 
 def offload_limit(settings: Settings, profile: ModelProfile) -> int:

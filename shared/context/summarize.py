@@ -249,7 +249,9 @@ class SummarizationMiddleware(PassThrough):
         record = record.model_copy(update={"tokens_after": after})
         call.state.record(record)
         call.state.measured(after)
-        log.info(
+        # The one structured INFO line per compaction comes from the telemetry observer
+        # (logger ``hango.compaction``), which every agent built by the factory has.
+        log.debug(
             "compacted session=%s turn=%d reason=%s tokens_before=%d tokens_after=%d "
             "messages_evicted=%d offload_path=%s",
             call.session_id,
