@@ -4,10 +4,11 @@ Each body is idempotent on ``(session_id, turn)``:
 
 1. a committed result → return it without touching the provider (a redelivered message,
    a duplicate publish, the orphan of a dead worker);
-2. take the job's lease, or raise :class:`~shared.queue.lease.LeaseBusyError` so the task
-   retries shortly (another worker is computing it right now);
+2. take the job's lease (in the same round trip as 1), or raise
+   :class:`~shared.queue.lease.LeaseBusyError` so the task retries shortly (another
+   worker is computing it right now);
 3. under the heartbeated lease: reload the evicted range from the store by sequence
-   number, compute, and commit with "first writer wins".
+   number, compute, commit with "first writer wins" and release the lease.
 
 A worker killed mid-call costs one repeated provider call (its lease expires, the job
 runs again); never a second committed result.
@@ -28,7 +29,7 @@ from shared.history.factory import history_from_settings
 from shared.messages import StoredMessage
 from shared.queue.factory import result_cache
 from shared.queue.keys import JobKey
-from shared.queue.lease import held_lease
+from shared.queue.lease import Lease, heartbeat
 from shared.queue.ports import offload_payload
 from shared.queue.results import ResultCache
 from shared.queue.worker_summarizer import worker_summarizer
@@ -67,16 +68,22 @@ class WorkerServices:
 
 
 def run_once(cache: ResultCache, key: JobKey, lease_ttl: float, compute: Callable[[], str]) -> str:
-    """The committed result of ``key``, computing it under the job's lease if needed."""
-    committed = cache.get(key)
+    """The committed result of ``key``, computing it under the job's lease if needed.
+
+    Two Redis round trips around the computation: "result, else lease" at the start and
+    "commit, release" at the end; the heartbeat keeps the lease alive in between.
+    """
+    lease = Lease(cache.client, key.lease, lease_ttl)
+    committed = cache.result_or_lease(key, lease)  # LeaseBusyError: someone computes it now
     if committed is not None:
         return committed
-    with held_lease(cache.client, key.lease, lease_ttl):
-        # The previous holder may have committed between our GET and our SET NX.
-        committed = cache.get(key)
-        if committed is not None:
-            return committed
-        return cache.commit(key, compute())
+    try:
+        with heartbeat(lease):
+            payload = compute()
+    except BaseException:
+        lease.release_quietly()
+        raise
+    return cache.commit_and_release(key, payload, lease)
 
 
 def load_range(

@@ -46,7 +46,7 @@ class LeaseBusyError(HangoError):
 
 
 class Lease:
-    """One attempt to hold ``key``; use :func:`held_lease` rather than this directly."""
+    """One attempt to hold ``key``: a random token, taken with ``SET NX PX``."""
 
     def __init__(self, client: redis.Redis, key: str, ttl_seconds: float) -> None:
         self.client = client
@@ -64,16 +64,20 @@ class Lease:
     def release(self) -> bool:
         return bool(self.client.eval(_DELETE_IF_OURS, 1, self.key, self.token))
 
+    def release_quietly(self) -> None:
+        try:
+            self.release()
+        except redis.RedisError:
+            # The lease expires on its own within one TTL; nothing else to do.
+            log.warning("could not release lease %s; it expires by itself", self.key)
+
 
 @contextmanager
-def held_lease(client: redis.Redis, key: str, ttl_seconds: float) -> Iterator[Lease]:
-    """Hold the lease ``key`` for the body, heartbeating; :class:`LeaseBusyError` if taken."""
-    lease = Lease(client, key, ttl_seconds)
-    if not lease.acquire():
-        raise LeaseBusyError(key)
+def heartbeat(lease: Lease) -> Iterator[Lease]:
+    """Keep an acquired lease alive while the body runs (it is not released here)."""
     stop = threading.Event()
     beat = threading.Thread(
-        target=_heartbeat, args=(lease, stop), name=f"lease-heartbeat {key}", daemon=True
+        target=_heartbeat, args=(lease, stop), name=f"lease-heartbeat {lease.key}", daemon=True
     )
     beat.start()
     try:
@@ -81,11 +85,19 @@ def held_lease(client: redis.Redis, key: str, ttl_seconds: float) -> Iterator[Le
     finally:
         stop.set()
         beat.join()
-        try:
-            lease.release()
-        except redis.RedisError:
-            # The lease expires on its own within one TTL; nothing else to do.
-            log.warning("could not release lease %s; it expires by itself", key)
+
+
+@contextmanager
+def held_lease(client: redis.Redis, key: str, ttl_seconds: float) -> Iterator[Lease]:
+    """Hold the lease ``key`` for the body, heartbeating; :class:`LeaseBusyError` if taken."""
+    lease = Lease(client, key, ttl_seconds)
+    if not lease.acquire():
+        raise LeaseBusyError(key)
+    try:
+        with heartbeat(lease):
+            yield lease
+    finally:
+        lease.release_quietly()
 
 
 def _heartbeat(lease: Lease, stop: threading.Event) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import redis
 
 from shared.queue.keys import JobKey
+from shared.queue.lease import Lease, LeaseBusyError
 
 _SET_IF_ABSENT_RETURN_WINNER = """
 local current = redis.call('get', KEYS[1])
@@ -21,6 +22,35 @@ if current then
 end
 redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return ARGV[1]
+"""
+
+
+# One round trip for the task's start: the committed result if there is one, else the
+# lease if it is free. KEYS: result, lease. ARGV: token, lease ttl (ms).
+_RESULT_OR_LEASE = """
+local done = redis.call('get', KEYS[1])
+if done then
+  return {'done', done}
+end
+if redis.call('set', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {'leased', ''}
+end
+return {'busy', ''}
+"""
+
+# One round trip for the task's end: commit unless a result is there, release the lease if
+# it is still ours, return the winning result. KEYS: result, lease. ARGV: payload, result
+# ttl (ms), token.
+_COMMIT_AND_RELEASE = """
+local current = redis.call('get', KEYS[1])
+if not current then
+  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  current = ARGV[1]
+end
+if redis.call('get', KEYS[2]) == ARGV[3] then
+  redis.call('del', KEYS[2])
+end
+return current
 """
 
 
@@ -56,6 +86,24 @@ class ResultCache:
         """Store ``payload`` unless a result is already there; return the one that is."""
         winner = self.client.eval(
             _SET_IF_ABSENT_RETURN_WINNER, 1, key.result, payload, self.result_ttl_ms
+        )
+        return _text(winner) or payload
+
+    def result_or_lease(self, key: JobKey, lease: Lease) -> str | None:
+        """The committed result; else take ``lease`` and return None; else LeaseBusyError."""
+        outcome, value = self.client.eval(
+            _RESULT_OR_LEASE, 2, key.result, key.lease, lease.token, lease.ttl_ms
+        )
+        if _text(outcome) == "done":
+            return _text(value)
+        if _text(outcome) == "busy":
+            raise LeaseBusyError(key.lease)
+        return None
+
+    def commit_and_release(self, key: JobKey, payload: str, lease: Lease) -> str:
+        """:meth:`commit`, and release ``lease`` if still held, in one round trip."""
+        winner = self.client.eval(
+            _COMMIT_AND_RELEASE, 2, key.result, key.lease, payload, self.result_ttl_ms, lease.token
         )
         return _text(winner) or payload
 

@@ -22,14 +22,13 @@ from tests.integration.worker_support import (
     FlowerProcess,
     ProviderProbe,
     WorkerProcess,
+    claimed_redis_db,
     queue_settings,
     redis_url,
     wait_until,
 )
 
 pytestmark = pytest.mark.integration
-
-REDIS_DB = 14
 
 
 @dataclass
@@ -41,11 +40,16 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    client = redis.Redis.from_url(redis_url(REDIS_DB))
-    client.flushdb()
+    with claimed_redis_db() as db:
+        yield from started_stack(redis_url(db), pg_url, tmp_path_factory)
+
+
+def started_stack(
+    redis: str, pg_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
     logs = tmp_path_factory.mktemp("flower-logs")
     settings = queue_settings(
-        redis=redis_url(REDIS_DB),
+        redis=redis,
         database_url=pg_url,
         history_root=tmp_path_factory.mktemp("history"),
     )
@@ -60,20 +64,24 @@ def stack(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
     finally:
         worker.stop()
         flower.stop()
-        client.flushdb()
 
 
 def test_flower_api_needs_credentials_and_lists_the_worker(stack: Stack) -> None:
     status, _ = stack.flower.get("/api/workers", auth=False)
     assert status == 401
 
-    status, workers = stack.flower.get("/api/workers?refresh=1")
-    assert status == 200
-    assert stack.worker.nodename in workers
+    def worker_listed() -> bool:
+        # refresh=1 inspects the workers now; a reply slower than Flower's inspect timeout
+        # (1 s, on a loaded machine) is missing from that answer, so ask again.
+        status, workers = stack.flower.get("/api/workers?refresh=1")
+        assert status == 200
+        return stack.worker.nodename in workers
+
+    wait_until(worker_listed, 30, "flower never listed the worker")
 
 
 def test_summarize_task_shows_up_in_flower(stack: Stack, pg_store: Store, tmp_path: Path) -> None:
-    ProviderProbe(redis.Redis.from_url(redis_url(REDIS_DB))).reset()
+    ProviderProbe(redis.Redis.from_url(stack.settings.redis_url or "")).reset()
     pg_store.ensure_session("s-flower", "test-model")
     for i in range(4):
         role = "user" if i % 2 == 0 else "assistant"

@@ -34,13 +34,14 @@ from shared.queue import QueuedOffloader, QueuedSummarizer, make_queued_ports
 from shared.queue.config import OFFLOAD_TASK
 from shared.queue.dispatch import CeleryDispatcher, producer_app
 from shared.queue.keys import JobKey
-from shared.queue.lease import LeaseBusyError, held_lease
+from shared.queue.lease import Lease, LeaseBusyError, held_lease
 from shared.queue.results import ResultCache
 from shared.store import Store
 from tests.agent_support import build
 from tests.integration.worker_support import (
     ProviderProbe,
     WorkerProcess,
+    claimed_redis_db,
     clear_job_keys,
     closed_port,
     queue_settings,
@@ -50,8 +51,6 @@ from tests.integration.worker_support import (
 
 pytestmark = pytest.mark.integration
 
-REDIS_DB = 13
-IDLE_DB = 15  # a database no worker listens on
 SUMMARY_MODEL = "summ-model"
 INLINE_TEXT = "Inline briefing: the earlier work, summarized in the agent process itself."
 
@@ -80,17 +79,20 @@ class Pool:
 
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url(REDIS_DB))
-    client.flushdb()
-    yield client
-    client.flushdb()
+def redis_db() -> Iterator[int]:
+    with claimed_redis_db() as db:
+        yield db
 
 
 @pytest.fixture(scope="module")
-def settings(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+def client(redis_db: int) -> redis.Redis:
+    return redis.Redis.from_url(redis_url(redis_db))
+
+
+@pytest.fixture(scope="module")
+def settings(redis_db: int, pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     return queue_settings(
-        redis=redis_url(REDIS_DB),
+        redis=redis_url(redis_db),
         database_url=pg_url,
         history_root=tmp_path_factory.mktemp("history"),
     )
@@ -229,6 +231,26 @@ def test_result_commit_keeps_the_first_writer(client: redis.Redis) -> None:
     assert cache.commit(key, "second") == "first"
     assert cache.get(key) == "first"
     assert 0 < client.pttl(key.result) <= 60_000
+
+
+def test_a_task_takes_the_lease_or_the_result_and_releases_as_it_commits(
+    client: redis.Redis,
+) -> None:
+    cache = ResultCache(client, result_ttl=60)
+    key = JobKey("summary", "s-claim", 1)
+    client.delete(key.result, key.lease)
+    mine, theirs = Lease(client, key.lease, 5), Lease(client, key.lease, 5)
+
+    assert cache.result_or_lease(key, mine) is None
+    assert client.get(key.lease) == mine.token.encode()
+    with pytest.raises(LeaseBusyError):
+        cache.result_or_lease(key, theirs)
+
+    assert cache.commit_and_release(key, "summary text", mine) == "summary text"
+    assert client.exists(key.lease) == 0
+    assert cache.result_or_lease(key, theirs) == "summary text"
+    assert client.exists(key.lease) == 0, "a done job is not leased again"
+    assert cache.commit_and_release(key, "late duplicate", theirs) == "summary text"
 
 
 # -- the normal path -------------------------------------------------------------------------
@@ -391,11 +413,10 @@ def test_worker_failure_makes_every_caller_fall_back_at_once(
 def test_no_worker_listening_falls_back_at_the_deadline_and_commits_that_summary(
     pg_store: Store, settings: Settings
 ) -> None:
-    idle = redis.Redis.from_url(redis_url(IDLE_DB))
-    idle.flushdb()
-    try:
+    with claimed_redis_db() as idle_db:  # a database no worker listens on
+        idle = redis.Redis.from_url(redis_url(idle_db))
         lonely = settings.model_copy(
-            update={"redis_url": redis_url(IDLE_DB), "queue_deadline": 1.5}
+            update={"redis_url": redis_url(idle_db), "queue_deadline": 1.5}
         )
         ports = make_ports(lonely)
         job = summary_job("s-deadline", seed(pg_store, "s-deadline"))
@@ -410,8 +431,6 @@ def test_no_worker_listening_falls_back_at_the_deadline_and_commits_that_summary
         assert 1.5 <= elapsed < 5
         assert idle.llen("summarize") == 1, "exactly one task was published"
         assert make_ports(lonely).summarizer.summarize(job) == result
-    finally:
-        idle.flushdb()
 
 
 def test_redis_down_the_turn_completes_through_the_fallback_within_the_deadline(

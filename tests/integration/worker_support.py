@@ -69,6 +69,40 @@ def redis_url(db: int) -> str:
     return f"redis://{REDIS_HOST}/{db}"
 
 
+# Databases the test modules may claim (the benchmark uses 10, another test module 12).
+TEST_DBS = (13, 14, 15, 11, 9, 8, 7, 6, 5, 4)
+CLAIM_KEY = "hango-test-claim"
+
+
+@contextlib.contextmanager
+def claimed_redis_db(ttl: int = 1800) -> Iterator[int]:
+    """An empty Redis database of our own, even while another test run uses the server.
+
+    Test runs on one machine share the Redis server; a worker of another run on the same
+    database would take our tasks (and read its own PostgreSQL database). The claim is a
+    key in the database itself, set NX, expiring if a run dies without releasing it.
+    """
+    token = f"{socket.gethostname()}-{os.getpid()}-{time.monotonic_ns()}"
+    for db in TEST_DBS:
+        client = redis.Redis.from_url(redis_url(db))
+        if not client.set(CLAIM_KEY, token, nx=True, ex=ttl):
+            continue
+        try:
+            _empty_except_claim(client)
+            yield db
+        finally:
+            if client.get(CLAIM_KEY) == token.encode():
+                client.flushdb()
+        return
+    raise RuntimeError(f"every test Redis database {TEST_DBS} is claimed by another run")
+
+
+def _empty_except_claim(client: redis.Redis) -> None:
+    keys = [key for key in client.scan_iter(count=1000) if key != CLAIM_KEY.encode()]
+    if keys:
+        client.delete(*keys)
+
+
 def redis_reachable(url: str) -> bool:
     try:
         return bool(redis.Redis.from_url(url, socket_connect_timeout=1).ping())
@@ -87,6 +121,21 @@ def closed_port() -> int:
 # -- the worker's summarizer provider ------------------------------------------------------
 
 
+# One round trip per call (a zero-latency summarizer should cost next to nothing): count
+# the call, record the pid, consume one scripted failure or slow call, return the delay.
+_PROVIDER_CALL = """
+local number = redis.call('incr', KEYS[1])
+redis.call('rpush', KEYS[2], ARGV[1])
+if redis.call('decr', KEYS[3]) >= 0 then
+  return {number, 1, '0'}
+end
+if redis.call('decr', KEYS[4]) >= 0 then
+  return {number, 0, redis.call('get', KEYS[5]) or '0'}
+end
+return {number, 0, redis.call('get', KEYS[6]) or '0'}
+"""
+
+
 @dataclass
 class CountingProvider:
     """A deterministic summarizer provider whose calls are counted across processes."""
@@ -96,20 +145,16 @@ class CountingProvider:
     capabilities: Capabilities = field(default_factory=Capabilities)
 
     def complete(self, request: Request) -> Response:
-        number = int(self.client.incr(CALLS_KEY))
-        self.client.rpush(PIDS_KEY, os.getpid())
-        if int(self.client.decr(FAIL_CALLS_KEY)) >= 0:
+        keys = (CALLS_KEY, PIDS_KEY, FAIL_CALLS_KEY, SLOW_CALLS_KEY, SLOW_SECONDS_KEY, DELAY_KEY)
+        number, failing, delay = self.client.eval(_PROVIDER_CALL, len(keys), *keys, os.getpid())
+        if failing:
             raise TransientProviderError("scripted overload", status=529)
-        time.sleep(self._delay())
+        if float(delay):
+            time.sleep(float(delay))
         return text_reply(
             f"<summary>Briefing #{number} for a fresh agent, written by the test provider "
             f"for model {request.model}.</summary>"
         )
-
-    def _delay(self) -> float:
-        if int(self.client.decr(SLOW_CALLS_KEY)) >= 0:
-            return float(self.client.get(SLOW_SECONDS_KEY) or 0)
-        return float(self.client.get(DELAY_KEY) or 0)
 
 
 def counting_provider(settings: Settings) -> CountingProvider:

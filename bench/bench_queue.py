@@ -1,0 +1,228 @@
+"""The worker system's overhead: the queue round trip, pool throughput, single-flight.
+
+It starts its own ``celery -A worker worker -P prefork -c 2`` subprocess on a Redis
+database of its own (``HANGO_BENCH_REDIS_URL``, default ``redis://127.0.0.1:6379/10``,
+flushed before and after), with a SQLite store and a local history directory in a
+temporary directory. The summarizer provider answers at once (it only counts its calls
+in Redis), so every figure is the cost of the path, not of a model:
+
+- **round trip**: one ``summarize`` through ``QueuedSummarizer`` (publish, worker picks it
+  up, reloads the range from the store, commits to Redis, the caller's poll sees it) vs
+  the in-process ``InlineSummarizer`` with the same provider; and a cached call (the
+  result already committed: what an overflow retry in the same turn pays);
+- **throughput**: tasks per second for the 2-process pool, publishing distinct jobs in a
+  burst and waiting for every result;
+- **single-flight**: 50 threads asking for the same (session, turn) at once: provider
+  calls per key (1 is the invariant) and the callers' latency.
+
+Without a reachable Redis it prints why and returns.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import redis
+
+from shared.config import Settings
+from shared.context.inline import InlineOffloader, InlineSummarizer
+from shared.context.ports import SummaryJob
+from shared.history.local import LocalHistory
+from shared.messages import Message, StoredMessage
+from shared.queue import QueuedSummarizer, make_queued_ports
+from shared.queue.config import SUMMARIZE_TASK
+from shared.queue.dispatch import CeleryDispatcher, producer_app
+from shared.queue.keys import JobKey
+from shared.queue.ports import summarize_kwargs
+from shared.store import Store
+from tests.integration.worker_support import (
+    CountingProvider,
+    ProviderProbe,
+    WorkerProcess,
+    queue_settings,
+    redis_reachable,
+    wait_until,
+)
+
+REDIS_URL = os.environ.get("HANGO_BENCH_REDIS_URL", "redis://127.0.0.1:6379/10")
+SESSION = "bench-queue"
+MESSAGES = 20
+ROUND_TRIPS = 200
+BURST = 400
+CALLERS = 50
+SINGLE_FLIGHT_KEYS = 5
+
+
+def main() -> None:
+    if not redis_reachable(REDIS_URL):
+        print(f"bench_queue skipped: Redis is not reachable at {REDIS_URL}")
+        print("  (start redis-server, or set HANGO_BENCH_REDIS_URL=redis://host:port/db)")
+        return
+    client = redis.Redis.from_url(REDIS_URL)
+    client.flushdb()
+    with tempfile.TemporaryDirectory(prefix="bench-queue-") as tmp:
+        root = Path(tmp)
+        settings = queue_settings(
+            redis=REDIS_URL,
+            database_url=f"sqlite:///{root / 'bench.db'}",
+            history_root=root / "history",
+        )
+        evicted = seed_store(settings)
+        worker = WorkerProcess(settings, root / "worker.log", name="bench", concurrency=2)
+        try:
+            worker.start()
+            run(settings, client, evicted)
+        finally:
+            worker.stop()
+            client.flushdb()
+
+
+def seed_store(settings: Settings) -> tuple[StoredMessage, ...]:
+    store = Store.from_url(settings.database_url)
+    store.migrate()
+    store.ensure_session(SESSION, "bench-model")
+    for i in range(MESSAGES):
+        role = "user" if i % 2 == 0 else "assistant"
+        store.append_message(SESSION, 1, Message(role=role, content=f"{role} {i}: " + "word " * 50))
+    messages = tuple(store.messages(SESSION))
+    store.engine.dispose()
+    return messages
+
+
+def job(evicted: tuple[StoredMessage, ...], turn: int) -> SummaryJob:
+    return SummaryJob(
+        session_id=SESSION,
+        turn=turn,
+        from_seq=evicted[0].seq,
+        to_seq=evicted[-1].seq,
+        previous_summary=None,
+        evicted=evicted,
+        model="bench-summarizer",
+    )
+
+
+def run(settings: Settings, client: redis.Redis, evicted: tuple[StoredMessage, ...]) -> None:
+    history = LocalHistory(settings.history_root)
+    inline = InlineSummarizer(CountingProvider(client))
+    queued, _ = make_queued_ports(
+        settings,
+        history=history,
+        fallback_summarizer=inline,
+        fallback_offloader=InlineOffloader(history),
+    )
+    probe = ProviderProbe(client)
+    turns = iter(range(2, 1_000_000))
+
+    queued.summarize(job(evicted, next(turns)))  # warm the pool children
+    queue_ms = timed(lambda: checked(queued, job(evicted, next(turns))), ROUND_TRIPS)
+    cached_job = job(evicted, next(turns))
+    queued.summarize(cached_job)
+    cached_ms = timed(lambda: checked(queued, cached_job), ROUND_TRIPS)
+    inline_ms = timed(lambda: inline.summarize(job(evicted, next(turns))), ROUND_TRIPS)
+    print_round_trips(queue_ms, cached_ms, inline_ms)
+
+    first_turn = next(turns)
+    rate = burst_rate(settings, client, evicted, first_turn)
+    for _ in range(BURST):
+        next(turns)
+    print(f"\npool throughput (2 prefork processes, {BURST} distinct jobs): {rate:,.0f} tasks/s")
+
+    calls, latencies = single_flight(queued, probe, evicted, turns)
+    print(
+        f"\nsingle-flight, {CALLERS} concurrent callers x {SINGLE_FLIGHT_KEYS} keys: provider "
+        f"calls per key {calls}; caller latency p50 {pct(latencies, 50):.1f} ms, "
+        f"p99 {pct(latencies, 99):.1f} ms"
+    )
+
+
+def checked(queued: QueuedSummarizer, summary_job: SummaryJob) -> None:
+    result = queued.summarize(summary_job)
+    if result.fallback_reason is not None:
+        raise RuntimeError(f"the queue fell back: {result.fallback_reason}")
+
+
+def timed(call: Callable[[], object], runs: int) -> list[float]:
+    durations = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        call()
+        durations.append((time.perf_counter() - started) * 1000)
+    return durations
+
+
+def pct(values: list[float], percentile: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[percentile - 1]
+
+
+def print_round_trips(
+    queue_ms: list[float], cached_ms: list[float], inline_ms: list[float]
+) -> None:
+    print(f"round trip, zero-latency summarizer, {ROUND_TRIPS} sequential calls each (ms):")
+    print(f"{'path':<34}{'p50':>9}{'p99':>9}{'p50 / in-process':>19}")
+    base = pct(inline_ms, 50)
+    for name, values in (
+        ("in-process (InlineSummarizer)", inline_ms),
+        ("queue: publish -> worker -> Redis", queue_ms),
+        ("queue: result already committed", cached_ms),
+    ):
+        ratio = pct(values, 50) / base
+        print(f"{name:<34}{pct(values, 50):>9.2f}{pct(values, 99):>9.2f}{ratio:>18.1f}x")
+
+
+def burst_rate(
+    settings: Settings, client: redis.Redis, evicted: tuple[StoredMessage, ...], first_turn: int
+) -> float:
+    app = producer_app(settings)
+    dispatcher = CeleryDispatcher(app)
+    keys = [JobKey("summary", SESSION, first_turn + i) for i in range(BURST)]
+    started = time.perf_counter()
+    for i in range(BURST):
+        dispatcher.dispatch(
+            SUMMARIZE_TASK, summarize_kwargs(job(evicted, first_turn + i)), expires=60
+        )
+    wait_until(lambda: all_committed(client, keys), 120, "the pool did not finish the burst")
+    elapsed = time.perf_counter() - started
+    app.close()
+    return BURST / elapsed
+
+
+def all_committed(client: redis.Redis, keys: list[JobKey]) -> bool:
+    return int(client.exists(*[key.result for key in keys])) == len(keys)
+
+
+def single_flight(
+    queued: QueuedSummarizer,
+    probe: ProviderProbe,
+    evicted: tuple[StoredMessage, ...],
+    turns: Iterator[int],
+) -> tuple[list[int], list[float]]:
+    calls: list[int] = []
+    latencies: list[float] = []
+    for _ in range(SINGLE_FLIGHT_KEYS):
+        summary_job = job(evicted, next(turns))
+        before = probe.calls()
+        barrier = threading.Barrier(CALLERS)
+
+        def call(
+            summary_job: SummaryJob = summary_job, barrier: threading.Barrier = barrier
+        ) -> float:
+            barrier.wait()
+            started = time.perf_counter()
+            checked(queued, summary_job)
+            return (time.perf_counter() - started) * 1000
+
+        with ThreadPoolExecutor(max_workers=CALLERS) as executor:
+            latencies.extend(executor.map(lambda _: call(), range(CALLERS)))
+        calls.append(probe.calls() - before)
+    return calls, latencies
+
+
+if __name__ == "__main__":
+    main()
