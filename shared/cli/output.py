@@ -19,9 +19,14 @@ from sqlalchemy.exc import ArgumentError
 from shared.context.record import CompactionRecord
 
 
+# Tables written to a file or a pipe get this width rather than rich's 80 columns.
+PIPE_WIDTH = 120
+
+
 def stdout_console() -> Console:
     # Built per call (not at import) so a test's captured stdout is the one written to.
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    width = None if sys.stdout.isatty() else PIPE_WIDTH
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True, width=width)
 
 
 def stderr_console() -> Console:
@@ -48,16 +53,9 @@ def redact_url(url: str) -> str:
 
 def compaction_table(records: Sequence[CompactionRecord], title: str = "Compactions") -> Table:
     table = Table(title=title, title_justify="left")
-    for column in (
-        "#",
-        "turn",
-        "reason",
-        "tokens before → after",
-        "evicted",
-        "kept from seq",
-        "summary",
-    ):
-        table.add_column(column, justify="right" if column not in ("reason", "summary") else "left")
+    for column in ("#", "turn", "reason", "tokens before → after", "evicted", "kept from"):
+        table.add_column(column, justify="left" if column == "reason" else "right", no_wrap=True)
+    table.add_column("summary")
     for index, record in enumerate(records, start=1):
         table.add_row(
             str(index),

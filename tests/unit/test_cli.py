@@ -25,6 +25,7 @@ from shared.cli.errors import (
     error_line,
     failure_for,
 )
+from shared.cli.progress import RunStats
 from shared.context.validate import validate_request
 from shared.errors import (
     CannotFitError,
@@ -34,7 +35,8 @@ from shared.errors import (
     ProviderError,
     TranscriptError,
 )
-from shared.messages import Request
+from shared.history.local import LocalHistory
+from shared.messages import Message, Request, Response, TextBlock, Usage
 
 
 @dataclass(frozen=True)
@@ -194,7 +196,7 @@ def test_sessions_show_and_list_and_history_read_what_simulate_stored(
     assert details["compactions"] == len(simulated.report["compactions"])
     assert details["stored_messages"] == simulated.report["stored_messages"]
     assert details["history_file"] == simulated.report["history_file"]
-    assert "Compaction records" in table.out and "kept from seq" in table.out
+    assert "Compaction records" in table.out and "kept from" in table.out
     assert [s["id"] for s in json.loads(listed.out)] == [session]
     assert history.out == Path(simulated.report["history_file"]).read_text(encoding="utf-8")
     assert "/work/src/" in history.out
@@ -234,7 +236,7 @@ def _turns_transcript(turns: int) -> dict[str, Any]:
             {"role": "user", "content": [_result(f"toolu_w{t}", "ok")]},
             {"role": "assistant", "content": [run_a, run_b]},
             {"role": "user", "content": [
-                _result(f"toolu_a{t}", f"test_{t} PASSED\n" * 150),
+                _result(f"toolu_a{t}", f"test_{t} PASSED\n" * 300),
                 _result(f"toolu_b{t}", "built\n" * 40),
             ]},
             {"role": "assistant", "content": [_text(f"module_{t}.py is done.")]},
@@ -293,7 +295,7 @@ def test_replay_json_transcript_dumps_every_request_valid_and_compacts(
     transcript = tmp_path / "session.json"
     body = _turns_transcript(6)
     transcript.write_text(json.dumps(body))
-    dump = tmp_path / "requests.jsonl"
+    dump, history = tmp_path / "requests.jsonl", tmp_path / "history"
 
     ran = hango(
         capsys,
@@ -303,6 +305,8 @@ def test_replay_json_transcript_dumps_every_request_valid_and_compacts(
         "6000",
         "--dump-requests",
         str(dump),
+        "--history-root",
+        str(history),
         "--json",
     )
 
@@ -318,9 +322,12 @@ def test_replay_json_transcript_dumps_every_request_valid_and_compacts(
     assert report["tokens_sent"]["max"] <= 6000 < report["tokens_raw"]["max"]
     assert report["tokens_sent"]["mean"] < report["tokens_raw"]["mean"]
     assert report["invalid_requests_blocked"] == 0 and report["format"] == "messages-json"
-    # each request is the conversation up to that reply: it ends with the message before it
+    # each request is the conversation up to that reply: it ends with the message before it,
+    # its large tool results offloaded to the history as a live turn would have done
     for request, reply_index in zip(requests, _indices_of(body, "assistant"), strict=True):
-        assert request.messages[-1].to_api() == body["messages"][reply_index - 1]
+        _assert_same_or_offloaded(request.messages[-1].to_api(), body["messages"][reply_index - 1])
+    offloaded = LocalHistory(history).read("/large_tool_results/toolu_a0")
+    assert offloaded == body["messages"][4]["content"][0]["content"]
     assert requests[0].system_blocks()[0].text == "You are a careful coder."
     assert {"Write", "Bash", "read_file"} <= {tool.name for tool in requests[0].tool_definitions()}
     compacted = [r for r in requests if "/conversation_history/" in r.messages[0].text()]
@@ -328,8 +335,23 @@ def test_replay_json_transcript_dumps_every_request_valid_and_compacts(
     assert requests[-1].messages[0].content[-1].cache_control is not None  # type: ignore[union-attr]
 
 
+def _assert_same_or_offloaded(sent: dict[str, Any], recorded: dict[str, Any]) -> None:
+    if isinstance(recorded["content"], str):
+        assert sent == recorded
+        return
+    assert len(sent["content"]) == len(recorded["content"])
+    for block, original in zip(sent["content"], recorded["content"], strict=True):
+        if block == original:
+            continue
+        assert block["type"] == "tool_result" and block["tool_use_id"] == original["tool_use_id"]
+        assert f"/large_tool_results/{original['tool_use_id']}" in block["content"]
+
+
 def _indices_of(body: dict[str, Any], role: str) -> list[int]:
     return [i for i, m in enumerate(body["messages"]) if m["role"] == role]
+
+
+TASKS = 8
 
 
 def _claude_code_log() -> str:
@@ -339,7 +361,7 @@ def _claude_code_log() -> str:
         )
 
     lines = [json.dumps({"type": "summary", "summary": "old", "leafUuid": "x"})]
-    for t in range(4):
+    for t in range(TASKS):
         use = {
             "type": "tool_use",
             "id": f"toolu_{t}",
@@ -347,7 +369,7 @@ def _claude_code_log() -> str:
             "input": {"file_path": f"/r/{t}.py"},
         }
         lines += [
-            entry("user", f"Look at file {t}"),
+            entry("user", f"Look at file {t}: " + "why does it matter? " * 60),
             json.dumps({"type": "file-history-snapshot", "snapshot": {}}),
             entry("assistant", [{"type": "thinking", "thinking": "...", "signature": "sig"}]),
             entry("assistant", [{"type": "text", "text": f"Reading {t}."}]),
@@ -358,7 +380,7 @@ def _claude_code_log() -> str:
                     {
                         "type": "tool_result",
                         "tool_use_id": f"toolu_{t}",
-                        "content": f"line {t}\n" * 300,
+                        "content": f"line {t}\n" * 100,
                     }
                 ],
             ),
@@ -378,7 +400,7 @@ def test_replay_claude_code_jsonl(capsys: pytest.CaptureFixture[str], tmp_path: 
         "replay",
         str(log),
         "--max-input-tokens",
-        "4000",
+        "5000",
         "--dump-requests",
         str(dump),
         "--json",
@@ -388,8 +410,8 @@ def test_replay_claude_code_jsonl(capsys: pytest.CaptureFixture[str], tmp_path: 
     report = json.loads(ran.out)
     requests = _dumped(dump)
     assert report["format"] == "claude-code-jsonl"
-    assert report["calls"] == len(requests) == 8  # two merged replies per task
-    assert report["turns"] == 4
+    assert report["calls"] == len(requests) == 2 * TASKS  # two merged replies per task
+    assert report["turns"] == TASKS
     assert report["compactions"] >= 1
     assert all("thinking" not in json.dumps(r.to_api()) for r in requests)
     assert not any("side chain" in json.dumps(r.to_api()) for r in requests)
@@ -515,3 +537,26 @@ def test_each_error_kind_has_its_exit_code(error: Exception, code: int) -> None:
     line = error_line("replay", error)
     assert line.startswith("hango replay: error: ") and "\n" not in line
     assert str(error).splitlines()[0] in line
+
+
+def test_run_stats_count_answered_requests_and_refusals() -> None:
+    stats = RunStats()
+    marked = Request(
+        model="m",
+        max_tokens=10,
+        system=(TextBlock(text="s", cache_control={"type": "ephemeral"}),),
+        messages=(Message(role="user", content="hi"),),
+    )
+    answer = Response(
+        id="r", model="m", content=(TextBlock(text="ok"),), usage=Usage(input_tokens=70)
+    )
+
+    stats.request_sent("s", 1, marked, 900)  # refused as too long
+    stats.overflow_retry("s", 1, "overflow")
+    stats.request_sent("s", 1, marked, 80)
+    stats.response_received("s", 1, answer)  # the provider's usage wins over the estimate
+    stats.tool_args_truncated("s", 1, 3)
+
+    assert stats.model_calls == 2 and stats.overflow_retries == 1
+    assert stats.sent_tokens == [70] and stats.refused_tokens == [900]
+    assert stats.truncated_args == 3 and stats.breakpoints == 1

@@ -125,3 +125,51 @@ def test_a_failed_turn_is_one_line_and_the_chat_goes_on(
     assert out == "back again\n"
     errors = [line for line in err.splitlines() if line.startswith("hango chat: error: ")]
     assert len(errors) == 1 and "Traceback" not in err
+
+
+# --- the other commands' Anthropic paths, against the same loopback API ----------------------
+
+
+def test_replay_with_the_anthropic_summarizer_sends_summary_requests(
+    chat_env: Path,
+    fake_api: FakeAnthropicAPI,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    briefing = "## Goal and user requests\n- keep every note verbatim\n## Next step\n- wait"
+    fake_api.responder = lambda body: text_reply(briefing)
+    messages = []
+    for i in range(6):
+        messages += [
+            {"role": "user", "content": f"note {i}: " + "detail " * 300},
+            {"role": "assistant", "content": f"noted {i}"},
+        ]
+    transcript = chat_env / "t.json"
+    transcript.write_text(json.dumps({"messages": messages}))
+    argv = (str(transcript), "--summarizer", "anthropic", "--max-input-tokens", "3000", "--json")
+
+    code = main(["replay", *argv])
+    out, err = capsys.readouterr()
+
+    assert code == 0, err
+    report = json.loads(out)
+    summaries = fake_api.message_requests()
+    assert summaries and all("tools" not in r.body for r in summaries)
+    assert report["compactions"] == len(summaries)
+    assert {c["summarizer"] for c in report["compaction_records"]} == {"llm"}
+
+
+def test_simulate_with_the_anthropic_provider(
+    chat_env: Path,
+    fake_api: FakeAnthropicAPI,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["simulate", "--provider", "anthropic", "--turns", "2", "--json"])
+    report = json.loads(capsys.readouterr().out)
+
+    assert code == 0
+    sent = fake_api.message_requests()
+    assert len(sent) == report["model_calls"] == 2  # the fake answers each turn with text
+    assert "run_command" in {tool["name"] for tool in sent[0].body["tools"]}
+    assert report["provider"] == "anthropic" and report["summary_calls"] is None
