@@ -18,7 +18,6 @@ from sqlalchemy.exc import ArgumentError
 
 from shared.context.record import CompactionRecord
 
-
 # Tables written to a file or a pipe get this width rather than rich's 80 columns.
 PIPE_WIDTH = 120
 
