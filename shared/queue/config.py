@@ -110,7 +110,6 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_soft_shutdown_timeout": min(30.0, settings.worker_time_limit),
         "worker_send_task_events": True,
         "task_send_sent_event": True,
-        "task_track_started": True,
         "task_queues": task_queues(),
         "task_default_queue": SUMMARIZE_QUEUE,
         "task_default_exchange": SUMMARIZE_QUEUE,

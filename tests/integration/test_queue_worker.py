@@ -25,6 +25,7 @@ import redis
 from shared.config import Settings
 from shared.context.inline import InlineOffloader, InlineSummarizer, offload_key
 from shared.context.ports import OffloadJob, SummaryJob, SummaryResult
+from shared.context.record import CompactionRecord
 from shared.errors import ContextOverflowError
 from shared.history.local import LocalHistory
 from shared.history.paths import conversation_history_path, section_marker
@@ -349,7 +350,7 @@ def test_pool_child_killed_mid_summary_still_commits_one_summary(
     assert len({r.text for r in results}) == 1
     assert results[0].text.startswith("Briefing #2 ")
     assert results[0].fallback_reason is None
-    assert 2 <= probe.calls() <= 2
+    assert probe.calls() == 2  # the killed call and the one that committed
     assert pool.worker().alive()
     assert ports.offloader.offload(offload_job("s-child", evicted)) == path
     wait_for_idle_broker(client)
@@ -441,7 +442,7 @@ def test_redis_down_the_turn_completes_through_the_fallback_within_the_deadline(
     assert isinstance(agent.summarizer, QueuedSummarizer)
 
     started = time.monotonic()
-    compactions = []
+    compactions: list[CompactionRecord] = []
     for i in range(16):
         provider.push(text_reply(f"noted {i}"))
         result = agent.loop.run_turn("s-down", f"remember item {i}: " + "context " * 180)
