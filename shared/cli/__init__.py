@@ -37,7 +37,17 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_parser(commands)
     chat.add_parser(commands)
     sessions.add_parsers(commands)
+    _accept_debug_anywhere(parser)
     return parser
+
+
+def _accept_debug_anywhere(parser: argparse.ArgumentParser) -> None:
+    """``hango replay x --debug`` works as well as ``hango --debug replay x``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+                _accept_debug_anywhere(command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -56,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         if args.debug:
             traceback.print_exc()
-        sys.stderr.write(error_line(args.command, error) + "\n")
+        command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
+        sys.stderr.write(error_line(command, error) + "\n")
         return failure_for(error).code
 
 

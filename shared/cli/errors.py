@@ -57,7 +57,7 @@ _FAILURES: tuple[tuple[type[BaseException], Failure], ...] = (
         Failure(EXIT_CONFIG, "fix that setting (flag or environment variable) and retry"),
     ),
     (TranscriptError, Failure(EXIT_TRANSCRIPT, "fix the transcript file; nothing was written")),
-    (InvalidSessionIdError, Failure(EXIT_SESSION, "pick another --session id")),
+    (InvalidSessionIdError, Failure(EXIT_SESSION, "session ids are safe file names")),
     (UnknownSessionError, Failure(EXIT_SESSION, "`hango sessions list` shows the sessions")),
     (HistoryPathError, Failure(EXIT_SESSION, "use a path inside the history root")),
     (

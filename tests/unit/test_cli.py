@@ -456,8 +456,14 @@ def test_malformed_transcript_is_one_line_and_writes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no dump, no database, no history
 
 
-def test_debug_adds_the_traceback(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    ran = hango(capsys, "--debug", "replay", str(tmp_path / "absent.json"))
+@pytest.mark.parametrize("debug_first", [True, False])
+def test_debug_adds_the_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, debug_first: bool
+) -> None:
+    missing = str(tmp_path / "absent.json")
+    argv = ["--debug", "replay", missing] if debug_first else ["replay", missing, "--debug"]
+
+    ran = hango(capsys, *argv)
 
     assert ran.code == EXIT_TRANSCRIPT
     assert "Traceback" in ran.err and "no such file" in ran.err
@@ -511,7 +517,8 @@ def test_errors_are_one_line_with_their_exit_code(
 
     assert ran.code == code
     assert ran.err.count("\n") == 1 and words in ran.err and "Traceback" not in ran.err
-    assert ran.err.startswith(f"hango {argv[0]}: error: ")
+    command = " ".join(argv[:2]) if argv[0] == "sessions" else argv[0]
+    assert ran.err.startswith(f"hango {command}: error: ")
 
 
 def test_no_command_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:
