@@ -25,6 +25,7 @@ from shared.context.summarize import SummarizationMiddleware
 from shared.context.truncation import ToolArgTruncationMiddleware
 from shared.history.base import HistoryBackend
 from shared.history.factory import history_from_settings
+from shared.messages import TextBlock
 from shared.profiles import ModelProfile, Profiles
 from shared.providers.base import Provider
 from shared.store import Store
@@ -56,6 +57,7 @@ def build_agent(
     extra_tools: Sequence[Tool] = (),
     store: Store | None = None,
     max_tokens: int = 8192,
+    system_prompt: Sequence[TextBlock] = (),
 ) -> Agent:
     store = store or open_store(settings)
     history = history_from_settings(settings, engine=store.engine)
@@ -103,6 +105,7 @@ def build_agent(
         model=settings.model,
         max_tokens=max_tokens,
         observer=observer,
+        system_prompt=system_prompt,
     )
     return Agent(settings, store, history, loop, provider, profile, summarizer, offloader)
 

@@ -86,6 +86,7 @@ class AgentLoop:
         max_tokens: int = 8192,
         observer: LoopObserver | None = None,
         max_tool_rounds: int = 50,
+        system_prompt: Sequence[TextBlock] = (),
     ) -> None:
         self.store = store
         self.provider = provider
@@ -96,7 +97,7 @@ class AgentLoop:
         self.max_tokens = max_tokens
         self.observer = observer or NullObserver()
         self.max_tool_rounds = max_tool_rounds
-        self.assembly: Assembly = assemble(self.chain)
+        self.assembly: Assembly = assemble(self.chain, Assembly(system=tuple(system_prompt)))
         self._transcripts: dict[str, list[StoredMessage]] = {}
 
     # -- a whole turn -------------------------------------------------------------------
@@ -248,13 +249,12 @@ class AgentLoop:
         if record is not None:
             messages = (head_message(record), *messages)
             seqs = (None, *seqs)
-        request = Request(
-            model=self.model,
-            max_tokens=self.max_tokens,
-            messages=messages,
-            system=self.assembly.system or None,
-            tools=self.assembly.tools or None,
-        )
+        fixed: dict[str, object] = {}
+        if self.assembly.system:  # an absent key, never "system": null
+            fixed["system"] = self.assembly.system
+        if self.assembly.tools:
+            fixed["tools"] = self.assembly.tools
+        request = Request(model=self.model, max_tokens=self.max_tokens, messages=messages, **fixed)
         notes: dict[str, object] = {"assembly": self.assembly}
         if overflow is not None and overflow.tokens:
             notes["overflow_tokens"] = overflow.tokens

@@ -43,7 +43,6 @@ from shared.cli.replaying import (
     ReplayRun,
     replay_transcript,
     transcript_tools,
-    with_system_prompt,
 )
 from shared.cli.wiring import anthropic_provider, history_file, instrumented, telemetry, with_window
 from shared.config import Settings, load_settings
@@ -106,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
                 summarizer=None if summarizer_provider else ExtractiveSummarizer(),
                 observers=(stats, observer),
                 extra_tools=transcript_tools(transcript),
+                system_prompt=transcript.system,
             )
-            agent.loop.assembly = with_system_prompt(agent.loop.assembly, transcript.system)
             session_id = f"replay-{uuid.uuid4().hex[:12]}"
             outcome = replay_transcript(
                 agent,

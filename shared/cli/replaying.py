@@ -30,7 +30,6 @@ from shared.agent.tools import (
     ToolOutcome,
     tool_error,
 )
-from shared.context.middleware import Assembly
 from shared.context.record import CompactionRecord
 from shared.errors import ContextOverflowError, ProviderError
 from shared.messages import (
@@ -113,18 +112,6 @@ def transcript_tools(transcript: Transcript) -> tuple[Tool, ...]:
 
 def _not_run(arguments: Mapping[str, Any]) -> ToolOutcome:
     return tool_error("replay does not run tools: the recorded result follows")
-
-
-def with_system_prompt(assembly: Assembly, system: tuple[TextBlock, ...]) -> Assembly:
-    """The assembly with the recorded system prompt first (the most stable block of all)."""
-    if not system:
-        return assembly
-    index = assembly.stable_system_index
-    return Assembly(
-        system=system + assembly.system,
-        tools=assembly.tools,
-        stable_system_index=None if index is None else index + len(system),
-    )
 
 
 @dataclass(frozen=True)

@@ -72,18 +72,23 @@ class SummarizationMiddleware(PassThrough):
         self.validator = validator
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:
-        measurement = measure_input_tokens(
-            call.request,
-            estimator=self.estimator,
-            provider=self.counter,
-            timeout=self.count_timeout,
-        )
-        call.state.measured(measurement.tokens)
-        reason = self._reason(call, measurement.tokens)
+        tokens = self._measure(call.request)
+        call.state.measured(tokens)
+        reason = self._reason(call, tokens)
         if reason is None:
             return call_next(call)
-        compacted = self._compact(call, reason, measurement.tokens)
+        compacted = self._compact(call, reason, tokens)
         return call_next(compacted)
+
+    def _measure(self, request: Request) -> int:
+        """The whole request's input tokens: counted by the provider, else estimated.
+
+        Before and after a compaction are measured the same way, so the two figures of a
+        compaction record are in the same units.
+        """
+        return measure_input_tokens(
+            request, estimator=self.estimator, provider=self.counter, timeout=self.count_timeout
+        ).tokens
 
     def _reason(self, call: ModelCall, tokens: int) -> CompactionReason | None:
         latest = call.state.state.latest
@@ -245,7 +250,7 @@ class SummarizationMiddleware(PassThrough):
         return drop_oldest_groups(body, head=head, measure=measure, limit=limits[-1])
 
     def _commit(self, call: ModelCall, record: CompactionRecord) -> ModelCall:
-        after = self.estimator.estimate_request(call.request)
+        after = self._measure(call.request)
         record = record.model_copy(update={"tokens_after": after})
         call.state.record(record)
         call.state.measured(after)
