@@ -26,6 +26,7 @@ from shared.telemetry_observer import TelemetryObserver
 from tests.agent_support import TEST_MODEL
 from tests.integration.worker_support import (
     ProviderProbe,
+    claimed_redis_db,
     clear_job_keys,
     queue_settings,
     redis_url,
@@ -36,7 +37,6 @@ from tests.otel_support import Captured, OtlpReceiver, ReceivedSpan, capture
 
 pytestmark = pytest.mark.integration
 
-REDIS_DB = 12
 SESSION = "s-traced"
 SUMMARY_MODEL = "summ-traced"
 FACT = "Please remember fact {i}: the deploy key id is key-{i:04d}. " + "context " * 180
@@ -69,6 +69,13 @@ def hex_id(value: int, width: int) -> str:
     return f"{value:0{width}x}"
 
 
+@pytest.fixture
+def redis_db() -> Iterator[int]:
+    """A Redis database no other test run's worker listens on."""
+    with claimed_redis_db() as db:
+        yield db
+
+
 def one(spans: list[ReceivedSpan], name: str) -> ReceivedSpan:
     found = [span for span in spans if span.name == name]
     assert len(found) == 1, f"expected one {name!r}, got {[s.name for s in spans]}"
@@ -81,11 +88,11 @@ def test_turn_publish_worker_run_and_summarizer_share_one_trace(
     pg_url: str,
     pg_store: Store,
     tmp_path: Path,
+    redis_db: int,
 ) -> None:
-    client = redis.Redis.from_url(redis_url(REDIS_DB))
-    client.flushdb()
+    client = redis.Redis.from_url(redis_url(redis_db))
     settings = queue_settings(
-        redis=redis_url(REDIS_DB),
+        redis=redis_url(redis_db),
         database_url=pg_url,
         history_root=tmp_path / "history",
         model=TEST_MODEL,
