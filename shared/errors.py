@@ -5,6 +5,7 @@
     ├── InvalidSessionIdError    a session id that cannot safely become a path
     ├── HistoryPathError         a path that would escape the history root
     ├── TranscriptError          a transcript file that cannot be read; names line/index
+    ├── InvalidInputError        a user message the loop refuses to store (empty, too large)
     ├── CannotFitError           even the keep window does not fit the model's window
     ├── SummarizerError          a summarizer failed or returned nothing usable
     ├── QueueUnavailableError    the broker/Redis cannot be reached or no worker answered
@@ -79,6 +80,10 @@ class TranscriptError(HangoError):
 
     def __init__(self, message: str, *, source: str, location: str) -> None:
         super().__init__(f"{source}: {location}: {message}", source=source, location=location)
+
+
+class InvalidInputError(HangoError):
+    """Refused before anything was stored: the session is exactly as it was."""
 
 
 class CannotFitError(HangoError):

@@ -74,7 +74,8 @@ class JobTask(Task[Any, Any]):
         if isinstance(exc, LeaseBusyError):
             return  # a live holder commits the result; nothing failed
         kind = _KIND_OF_TASK[self.name]
-        record_failure(services(), JobKey(kind, kwargs["session_id"], kwargs["turn"]), exc)
+        span = (kwargs["from_seq"], kwargs["to_seq"]) if kind == "offload" else None
+        record_failure(services(), JobKey(kind, kwargs["session_id"], kwargs["turn"], span), exc)
 
 
 @app.task(

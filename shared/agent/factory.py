@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from shared.agent.chain import build_chain
 from shared.agent.filesystem import FilesystemMiddleware
-from shared.agent.loop import AgentLoop
+from shared.agent.loop import AgentLoop, InputLimit
 from shared.agent.observer import LoopObserver, Observers
 from shared.agent.tools import Tool, ToolRegistry
 from shared.config import Settings
@@ -106,6 +106,7 @@ def build_agent(
         max_tokens=max_tokens,
         observer=observer,
         system_prompt=system_prompt,
+        input_limit=InputLimit(tokens=profile.max_input_tokens // 2, estimator=estimator),
     )
     return Agent(settings, store, history, loop, provider, profile, summarizer, offloader)
 

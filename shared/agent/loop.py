@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from shared.agent.chain import assemble, run_chain
 from shared.agent.filesystem import FilesystemMiddleware
 from shared.agent.observer import LoopObserver, NullObserver
-from shared.agent.tools import ToolRegistry
+from shared.agent.tools import ToolRegistry, calling_session
 from shared.context.head import head_message
 from shared.context.middleware import Assembly, Middleware, ModelCall, StateHolder
 from shared.context.record import CompactionReason, CompactionRecord
-from shared.context.validate import validate_messages
-from shared.errors import ContextOverflowError, InvalidRequestError
+from shared.context.repair import sendable
+from shared.context.validate import validate_request
+from shared.errors import ContextOverflowError, InvalidInputError, InvalidRequestError
 from shared.messages import (
-    ContentBlock,
     Message,
     Request,
     Response,
@@ -37,13 +37,13 @@ from shared.messages import (
 )
 from shared.providers.base import Provider
 from shared.store import Store
+from shared.tokens.base import Estimator
 
 log = logging.getLogger(__name__)
 
 # Rungs of the overflow ladder: the first call, then forced compaction, then mechanical
 # truncation. A third overflow fails the run.
 _LADDER: tuple[CompactionReason | None, ...] = (None, "overflow", "truncate")
-_INTERRUPTED = "Tool execution was interrupted before it produced a result."
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,14 @@ class TurnResult:
     compactions: tuple[CompactionRecord, ...]
     input_tokens: int
     tool_calls: int
+
+
+@dataclass(frozen=True)
+class InputLimit:
+    """The largest user message the loop stores: one that could never be sent is refused."""
+
+    tokens: int
+    estimator: Estimator
 
 
 @dataclass
@@ -87,6 +95,7 @@ class AgentLoop:
         observer: LoopObserver | None = None,
         max_tool_rounds: int = 50,
         system_prompt: Sequence[TextBlock] = (),
+        input_limit: InputLimit | None = None,
     ) -> None:
         self.store = store
         self.provider = provider
@@ -97,16 +106,19 @@ class AgentLoop:
         self.max_tokens = max_tokens
         self.observer = observer or NullObserver()
         self.max_tool_rounds = max_tool_rounds
-        self.assembly: Assembly = assemble(self.chain, Assembly(system=tuple(system_prompt)))
+        self.input_limit = input_limit
+        prompt = tuple(block for block in system_prompt if block.text.strip())
+        self.assembly: Assembly = assemble(self.chain, Assembly(system=prompt))
         self._transcripts: dict[str, list[StoredMessage]] = {}
 
     # -- a whole turn -------------------------------------------------------------------
 
     def run_turn(self, session_id: str, user_input: str | Message) -> TurnResult:
+        message = self._user_message(user_input)
         ctx = self.begin_turn(session_id)
         with self.observer.turn(session_id, ctx.turn):
             try:
-                self.append(ctx, self._user_message(session_id, user_input))
+                self.append(ctx, message)
                 self._converse(ctx)
             except BaseException as exc:
                 self.end_turn(ctx, status="failed", error=f"{type(exc).__name__}: {exc}")
@@ -129,30 +141,34 @@ class AgentLoop:
             self.max_tool_rounds,
         )
 
-    def _user_message(self, session_id: str, user_input: str | Message) -> Message:
-        """The user's message; answers tool calls a crashed turn left without results."""
+    def _user_message(self, user_input: str | Message) -> Message:
+        """The user's message, refused before it is stored if it could never be sent."""
         message = (
             user_input
             if isinstance(user_input, Message)
-            else Message(role="user", content=((TextBlock(text=user_input),)))
+            else Message(role="user", content=(TextBlock(text=user_input),))
         )
-        transcript = self._transcript(session_id)
-        if not transcript or transcript[-1].message.role != "assistant":
-            return message
-        pending = tuple(transcript[-1].message.tool_uses())
-        if not pending:
-            return message
-        interrupted: tuple[ContentBlock, ...] = tuple(
-            ToolResultBlock(tool_use_id=use.id, content=_INTERRUPTED, is_error=True)
-            for use in pending
-        )
-        return Message(role="user", content=interrupted + message.blocks())
+        if message.role != "user":
+            raise InvalidInputError(f"a turn starts with a user message, not {message.role!r}")
+        if not message.text().strip() and not any(message.tool_results()):
+            raise InvalidInputError("the user message is empty: nothing was stored")
+        if self.input_limit is not None:
+            tokens = self.input_limit.estimator.estimate_message(message)
+            if tokens > self.input_limit.tokens:
+                raise InvalidInputError(
+                    f"the user message is about {tokens:,} tokens, more than half of the "
+                    f"model's window ({2 * self.input_limit.tokens:,}); nothing was stored. "
+                    "Write it to a file with the file tools and refer to the path instead"
+                )
+        return message
 
     def _execute(self, ctx: TurnContext, use: ToolUseBlock) -> ToolResultBlock:
         ctx.tool_calls += 1
-        outcome = self.tools.execute(use)
+        with calling_session(ctx.session_id):
+            outcome = self.tools.execute(use)
         if outcome.force_compaction is not None:
             ctx.holder.force("tool")
+            self.store.save_run_state(ctx.run_id, ctx.holder.state)
         content = self.filesystem.offload_large_result(use.id, outcome.content)
         if outcome.is_error:
             return ToolResultBlock(tool_use_id=use.id, content=content, is_error=True)
@@ -165,12 +181,15 @@ class AgentLoop:
         turn = self.store.last_turn(session_id) + 1
         state = self.store.latest_state(session_id)
         run_id = self.store.start_run(session_id, turn, state)
+        session = self.store.session(session_id)
         return TurnContext(
             session_id=session_id,
             turn=turn,
             run_id=run_id,
             holder=StateHolder(state),
             compactions_before=len(state.compactions),
+            # A turn whose every call fails keeps the last figure rather than writing 0.
+            input_tokens=session.last_input_tokens if session else 0,
         )
 
     def append(self, ctx: TurnContext, message: Message) -> StoredMessage:
@@ -203,7 +222,7 @@ class AgentLoop:
         raise ContextOverflowError(
             f"session {ctx.session_id} turn {ctx.turn}: the request still overflows the "
             f"model's window after compaction and mechanical truncation ({overflow}); "
-            "lower HANGO_CONTEXT_KEEP_FRAC or the tool-result limits",
+            "the model's window may be smaller than its profile says (HANGO_MODEL_PROFILES)",
             tokens=overflow.tokens,
             maximum=overflow.maximum,
             status=overflow.status,
@@ -214,6 +233,7 @@ class AgentLoop:
     ) -> TurnResult:
         """Close the turn: the session counters are written here, once."""
         state = ctx.holder.state
+        self.store.save_run_state(ctx.run_id, state)
         self.store.write_session_counters(
             ctx.session_id,
             last_input_tokens=ctx.input_tokens,
@@ -245,7 +265,8 @@ class AgentLoop:
             for m in self._transcript(ctx.session_id)
             if record is None or m.seq >= record.kept_from_seq
         )
-        messages, seqs = merge_consecutive(stored)
+        joined, seqs = merge_consecutive(stored)
+        messages = sendable(joined)
         if record is not None:
             messages = (head_message(record), *messages)
             seqs = (None, *seqs)
@@ -256,8 +277,14 @@ class AgentLoop:
             fixed["tools"] = self.assembly.tools
         request = Request(model=self.model, max_tokens=self.max_tokens, messages=messages, **fixed)
         notes: dict[str, object] = {"assembly": self.assembly}
+        if overflow is not None:
+            # What the pipeline measured for the request that was refused: against the
+            # provider's own figure it tells how far the measure undercounts.
+            notes["overflowed_measure"] = ctx.holder.input_tokens
         if overflow is not None and overflow.tokens:
             notes["overflow_tokens"] = overflow.tokens
+        if overflow is not None and overflow.maximum:
+            notes["overflow_maximum"] = overflow.maximum
         return ModelCall(
             session_id=ctx.session_id,
             turn=ctx.turn,
@@ -271,7 +298,7 @@ class AgentLoop:
 
     def _send(self, ctx: TurnContext, call: ModelCall) -> Response:
         """The end of the chain: the last guard, then the provider."""
-        violations = validate_messages(call.request.messages)
+        violations = validate_request(call.request)
         if violations:
             # The pipeline validates what it builds, so this means the stored transcript
             # itself is broken; sending it would only earn a permanent 400.

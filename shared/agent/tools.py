@@ -13,8 +13,11 @@ what the Messages API expects (a tool error is data for the model, not a crash).
 
 from __future__ import annotations
 
+import copy
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +27,7 @@ from shared.history.base import HistoryBackend
 from shared.history.paths import (
     CONVERSATION_HISTORY_DIR,
     LARGE_TOOL_RESULTS_DIR,
+    conversation_history_path,
     is_under,
     normalize,
 )
@@ -111,7 +115,8 @@ class ToolRegistry:
 
 def _run(tool: Tool, tool_use: ToolUseBlock) -> ToolOutcome:
     try:
-        return tool.run(tool_use.input)
+        # A copy: the input belongs to the transcript, and a tool must not change it.
+        return tool.run(copy.deepcopy(tool_use.input))
     except (ToolInputError, HangoError) as error:
         return tool_error(f"{tool.name}: {error}")
     except FileNotFoundError as error:
@@ -266,6 +271,8 @@ class FileTools:
 
     def read_file(self, arguments: Mapping[str, Any]) -> ToolOutcome:
         path = normalize(arguments["path"])
+        if not _visible(path):
+            raise ToolInputError(f"{path} belongs to another session")
         offset = arguments.get("offset", 0)
         limit = min(arguments.get("limit", READ_DEFAULT_LIMIT), READ_MAX_LIMIT)
         lines = self._read(path).splitlines()
@@ -326,13 +333,34 @@ class FileTools:
 
     def ls(self, arguments: Mapping[str, Any]) -> ToolOutcome:
         prefix = normalize(arguments.get("path", "/"))
-        paths = self.history.ls(prefix)
+        paths = [path for path in self.history.ls(prefix) if _visible(path)]
         if not paths:
             return ToolOutcome(content=f"(no files under {prefix})")
         listed = paths[:LS_MAX_ENTRIES]
         if len(paths) > LS_MAX_ENTRIES:
             listed.append(f"({len(paths) - LS_MAX_ENTRIES} more; list a subdirectory)")
         return ToolOutcome(content="\n".join(listed))
+
+
+# The session whose model is calling the tools (set by the loop around each call): its
+# own history file is readable, other sessions' are not, even on a shared backend.
+_calling_session: ContextVar[str | None] = ContextVar("hango_tool_session", default=None)
+
+
+@contextmanager
+def calling_session(session_id: str) -> Iterator[None]:
+    token = _calling_session.set(session_id)
+    try:
+        yield
+    finally:
+        _calling_session.reset(token)
+
+
+def _visible(path: str) -> bool:
+    session_id = _calling_session.get()
+    if session_id is None or not is_under(path, CONVERSATION_HISTORY_DIR):
+        return True
+    return path == conversation_history_path(session_id)
 
 
 def _writable(path: str) -> str:

@@ -23,6 +23,7 @@ import dataclasses
 import logging
 
 from shared.context.middleware import Assembly, Handler, ModelCall
+from shared.context.validate import MAX_BREAKPOINTS, count_breakpoints
 from shared.messages import (
     CacheControl,
     ContentBlock,
@@ -38,7 +39,6 @@ from shared.messages import (
 logger = logging.getLogger(__name__)
 
 ASSEMBLY_NOTE = "assembly"
-MAX_BREAKPOINTS = 4
 EPHEMERAL = CacheControl(type="ephemeral")
 
 _CACHEABLE = (TextBlock, ImageBlock, ToolUseBlock, ToolResultBlock)
@@ -94,14 +94,6 @@ def place_breakpoints(
         if first is not None:
             update["messages"] = (first, *request.messages[1:])
     return request.model_copy(update=update) if update else request
-
-
-def count_breakpoints(request: Request) -> int:
-    """The breakpoints already present anywhere in the request."""
-    blocks: list[object] = [*request.tool_definitions(), *request.system_blocks()]
-    for message in request.messages:
-        blocks.extend(message.blocks())
-    return sum(1 for block in blocks if getattr(block, "cache_control", None) is not None)
 
 
 def _mark_system(

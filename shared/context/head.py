@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from shared.context.record import CompactionRecord
 from shared.context.summary_prompt import build_summary_message
-from shared.messages import Message
+from shared.messages import Message, TextBlock
 
 _NOTICE = (
     "[Context notice] {count} earlier messages of this session were removed from this "
@@ -20,20 +20,40 @@ _NOTICE = (
 
 def head_message(record: CompactionRecord | None) -> Message:
     if record is not None and record.summary and record.offload_path:
-        return build_summary_message(
+        saved_to = _saved_to(record)
+        message = build_summary_message(
             record.summary,
             offload_path=record.offload_path,
             artifacts=list(record.artifacts),
-            evicted_count=record.kept_from_seq - 1,
+            evicted_count=saved_to,
             from_seq=1,
-            to_seq=record.kept_from_seq - 1,
+            to_seq=saved_to,
         )
+        if saved_to >= record.kept_from_seq - 1:
+            return message
+        gap = TextBlock(text=_gap_note(saved_to + 1, record.kept_from_seq - 1))
+        return Message(role="user", content=(*message.blocks(), gap))
     count = record.kept_from_seq - 1 if record else "Some"
     if record is not None and record.offload_path:
         where = (
             f"Their full transcript is saved at {record.offload_path}; use the read_file "
             "tool to recover details."
         )
+        if _saved_to(record) < record.kept_from_seq - 1:
+            where += " " + _gap_note(_saved_to(record) + 1, record.kept_from_seq - 1)
     else:
         where = "They remain in the stored transcript."
     return Message(role="user", content=_NOTICE.format(count=count, where=where))
+
+
+def _saved_to(record: CompactionRecord) -> int:
+    if record.offloaded_to_seq is None:
+        return record.kept_from_seq - 1
+    return record.offloaded_to_seq
+
+
+def _gap_note(first: int, last: int) -> str:
+    return (
+        f"Messages {first} to {last} could not be written to the history file; they remain "
+        "only in the stored transcript."
+    )

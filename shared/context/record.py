@@ -28,6 +28,10 @@ class CompactionRecord(BaseModel):
     summarizer: str = "none"
     fallback_reason: str | None = None
     artifacts: tuple[str, ...] = ()
+    # The last sequence number the history file holds. Normally kept_from_seq - 1; lower
+    # only when a mechanical truncation had to evict messages its offload failed to write
+    # (they are still in the store, which is never rewritten).
+    offloaded_to_seq: int | None = None
 
 
 class RunState(BaseModel):
@@ -50,4 +54,3 @@ class RunState(BaseModel):
 
     def forcing(self, reason: CompactionReason | None) -> RunState:
         return self.model_copy(update={"force_compaction": reason})
-

@@ -20,14 +20,22 @@ from dataclasses import dataclass
 
 from shared.agent.observer import LoopObserver, NullObserver
 from shared.context.boundary import keep_boundary, shrink_boundary
+from shared.context.extractive import ExtractiveSummarizer
 from shared.context.head import head_message
 from shared.context.mechanical import drop_oldest_groups
 from shared.context.middleware import Handler, ModelCall, PassThrough
-from shared.context.ports import HistoryOffloader, OffloadJob, Summarizer, SummaryJob
+from shared.context.ports import (
+    HistoryOffloader,
+    OffloadJob,
+    Summarizer,
+    SummaryJob,
+    SummaryResult,
+)
 from shared.context.record import CompactionReason, CompactionRecord
 from shared.context.summary_prompt import artifact_index
 from shared.context.validate import Violation, validate_messages
 from shared.errors import CannotFitError
+from shared.history.paths import conversation_history_path
 from shared.messages import Message, Request, Response, StoredMessage
 from shared.profiles import ModelProfile
 from shared.providers.base import Provider
@@ -41,6 +49,8 @@ log = logging.getLogger(__name__)
 TARGET_AFTER_FRAC = 0.60
 # What the summary message is assumed to cost while choosing the boundary.
 SUMMARY_ALLOWANCE_TOKENS = 2_000
+# Identifiers carried in the head message's artifact index, newest last.
+MAX_ARTIFACTS = 200
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,10 @@ class SummarizationMiddleware(PassThrough):
         if reason is None:
             return call_next(call)
         compacted = self._compact(call, reason, tokens)
+        if reason != "truncate" and compacted.state.input_tokens > self.profile.max_input_tokens:
+            # A summary that still leaves the request over the window would only earn a
+            # refusal: truncate now instead of after a wasted round trip.
+            compacted = self._truncate(compacted, compacted.state.input_tokens)
         return call_next(compacted)
 
     def _measure(self, request: Request) -> int:
@@ -91,9 +105,9 @@ class SummarizationMiddleware(PassThrough):
         ).tokens
 
     def _reason(self, call: ModelCall, tokens: int) -> CompactionReason | None:
-        latest = call.state.state.latest
-        summarized_this_turn = (
-            latest is not None and latest.at_turn == call.turn and latest.reason != "truncate"
+        summarized_this_turn = any(
+            record.at_turn == call.turn and record.reason != "truncate"
+            for record in reversed(call.state.state.compactions)
         )
         if call.force == "truncate":
             return "truncate"
@@ -102,7 +116,9 @@ class SummarizationMiddleware(PassThrough):
             # summarized goes straight to mechanical truncation.
             return "truncate" if summarized_this_turn else "overflow"
         if summarized_this_turn:
-            return None
+            # The turn's one summary is spent; a request measured over the window would
+            # only be refused, so it goes straight to mechanical truncation.
+            return "truncate" if tokens > self.profile.max_input_tokens else None
         if call.force == "tool":
             return "tool"
         return "threshold" if tokens > self.profile.trigger_tokens else None
@@ -161,7 +177,7 @@ class SummarizationMiddleware(PassThrough):
         if offload_path is None:
             return self._truncate(call, tokens) if reason == "overflow" else call
         previous = call.state.state.latest
-        result = self.summarizer.summarize(
+        result = self._summary(
             SummaryJob(
                 session_id=call.session_id,
                 turn=call.turn,
@@ -201,53 +217,93 @@ class SummarizationMiddleware(PassThrough):
             return self._truncate(call, tokens)
         return self._commit(compacted, record)
 
+    def _summary(self, job: SummaryJob) -> SummaryResult:
+        """The port's summary; a port that fails outright still leaves a usable briefing."""
+        try:
+            return self.summarizer.summarize(job)
+        except Exception as exc:
+            log.exception("session %s turn %d: summarizer failed", job.session_id, job.turn)
+            fallback = ExtractiveSummarizer().summarize(job)
+            reason = f"summarizer error: {type(exc).__name__}: {exc}"
+            return fallback.model_copy(update={"fallback_reason": reason})
+
     def _truncate(self, call: ModelCall, tokens: int) -> ModelCall:
         """Drop whole oldest groups until the request fits (the last rung of the ladder)."""
         previous = call.state.state.latest
         first_real = 1 if call.summary_message_present else 0
         body = call.request.messages[first_real:]
-        scale = _undercount_scale(call, tokens, self.estimator)
+        overflowed = call.force in ("overflow", "truncate")
+        scale = _undercount_scale(call)
+        saved_before = _saved_to(previous)
+
+        def record_for(cut: int, offload_path: str | None) -> CompactionRecord:
+            kept_from_seq = _kept_from(call, first_real + cut)
+            evicted = _stored_before(call, kept_from_seq)
+            offloaded = offload_path is not None or not evicted
+            return CompactionRecord(
+                at_turn=call.turn,
+                reason="truncate",
+                kept_from_seq=kept_from_seq,
+                summary=previous.summary if previous else None,
+                offload_path=offload_path or (previous.offload_path if previous else None),
+                tokens_before=tokens,
+                tokens_after=0,
+                evicted_messages=len(evicted),
+                summarizer="none",
+                artifacts=_merge_artifacts(previous, evicted),
+                offloaded_to_seq=kept_from_seq - 1 if offloaded else saved_before,
+            )
 
         def measure(messages: tuple[Message, ...]) -> int:
-            request = call.request.model_copy(update={"messages": messages})
+            # The head lists the artifacts of what this cut evicts, so it grows with the
+            # cut: measure each candidate with its own head, not the previous one.
+            cut = len(body) - (len(messages) - 1)
+            head = head_message(record_for(cut, conversation_history_path(call.session_id)))
+            request = call.request.model_copy(update={"messages": (head, *messages[1:])})
             return int(self.estimator.estimate_request(request) * scale)
 
-        head = head_message(previous)
-        boundary = first_real + self._fitting_cut(body, head, measure)
-        kept_from_seq = _seq_at(call, boundary)
-        evicted = _stored_before(call, kept_from_seq)
-        offload_path = self._offload(call, evicted) if evicted else None
-        record = CompactionRecord(
-            at_turn=call.turn,
-            reason="truncate",
-            kept_from_seq=kept_from_seq,
-            summary=previous.summary if previous else None,
-            offload_path=offload_path or (previous.offload_path if previous else None),
-            tokens_before=tokens,
-            tokens_after=0,
-            evicted_messages=len(evicted),
-            summarizer="none",
-            artifacts=_merge_artifacts(previous, evicted),
-        )
-        return self._commit(_apply(call, record, boundary), record)
+        # A request the provider refused must lose at least one group: the same request
+        # again would only be refused again.
+        at_least = 1 if overflowed else 0
+        cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
+        evicted = _stored_before(call, _kept_from(call, first_real + cut))
+        record = record_for(cut, self._offload(call, evicted) if evicted else None)
+        return self._commit(_apply(call, record, first_real + cut), record)
 
     def _fitting_cut(
         self,
+        call: ModelCall,
         body: tuple[Message, ...],
         head: Message,
         measure: Callable[[tuple[Message, ...]], int],
+        at_least: int,
     ) -> int:
         """The smallest cut under the post-compaction target, else the trigger, else the window.
 
         Headroom is a preference (it keeps the next turns from truncating again); the
-        window is the law, and only failing that fails the run.
+        window is the law, and only failing that fails the run. The window is the
+        profile's, or the smaller one the provider revealed ("... > M maximum"). A cut of
+        at least ``at_least`` is preferred; when only the last group is left, it is all
+        there is to send.
         """
-        window = self.profile.max_input_tokens
-        limits = (int(window * TARGET_AFTER_FRAC), self.profile.trigger_tokens, window)
-        for limit in limits[:-1]:
-            with contextlib.suppress(CannotFitError):
-                return drop_oldest_groups(body, head=head, measure=measure, limit=limit)
-        return drop_oldest_groups(body, head=head, measure=measure, limit=limits[-1])
+        window = _window(call, self.profile)
+        for limit in (int(window * TARGET_AFTER_FRAC), self.profile.trigger_tokens, window):
+            for minimum in dict.fromkeys((at_least, 0)):
+                with contextlib.suppress(CannotFitError):
+                    return drop_oldest_groups(
+                        body, head=head, measure=measure, limit=limit, min_keep_from=minimum
+                    )
+        try:
+            return drop_oldest_groups(body, head=head, measure=measure, limit=window)
+        except CannotFitError as exc:
+            raise CannotFitError(
+                f"session {call.session_id} turn {call.turn}: even the newest tool group "
+                f"alone needs about {exc.tokens} tokens, over the model's window of {window}; "
+                "give the model a larger window (HANGO_MODEL_PROFILES) or shorten large tool "
+                "results when they are produced (HANGO_TOOL_RESULT_OFFLOAD_TOKENS)",
+                tokens=exc.tokens,
+                limit=window,
+            ) from None
 
     def _commit(self, call: ModelCall, record: CompactionRecord) -> ModelCall:
         after = self._measure(call.request)
@@ -298,6 +354,13 @@ def _seq_at(call: ModelCall, index: int) -> int:
     return seq
 
 
+def _kept_from(call: ModelCall, index: int) -> int:
+    """The sequence number a cut at ``index`` keeps from (past the end: the next one)."""
+    if index < len(call.seqs):
+        return _seq_at(call, index)
+    return max((m.seq for m in call.stored), default=0) + 1
+
+
 def _stored_before(call: ModelCall, kept_from_seq: int) -> tuple[StoredMessage, ...]:
     return tuple(m for m in call.stored if m.seq < kept_from_seq)
 
@@ -305,11 +368,10 @@ def _stored_before(call: ModelCall, kept_from_seq: int) -> tuple[StoredMessage, 
 def _merge_artifacts(
     previous: CompactionRecord | None, evicted: Sequence[StoredMessage]
 ) -> tuple[str, ...]:
-    known = list(previous.artifacts) if previous else []
-    for item in artifact_index(evicted):
-        if item not in known:
-            known.append(item)
-    return tuple(known)
+    known = dict.fromkeys(previous.artifacts if previous else ())
+    known.update(dict.fromkeys(artifact_index(evicted)))
+    # The newest ones matter most, and the index must not grow without bound.
+    return tuple(known)[-MAX_ARTIFACTS:]
 
 
 def _apply(call: ModelCall, record: CompactionRecord, boundary: int) -> ModelCall:
@@ -322,14 +384,33 @@ def _apply(call: ModelCall, record: CompactionRecord, boundary: int) -> ModelCal
     return call.evolve(request=request, seqs=seqs, stored=stored)
 
 
-def _undercount_scale(call: ModelCall, tokens: int, estimator: Estimator) -> float:
-    """How much the estimate undercounts this request, from the provider's own figure.
+def _undercount_scale(call: ModelCall) -> float:
+    """How much the pipeline's measure undercounts, from what the provider said.
 
-    When the provider reported "prompt is too long: N tokens", N is the truth; the
-    estimate of the same request is scaled up to it so truncation aims at real tokens.
+    When the provider reported "prompt is too long: N tokens", N against what the pipeline
+    measured for that same refused request is the undercount; truncation then aims at real
+    tokens. A refusal without a figure (stop reason ``model_context_window_exceeded``) says
+    nothing about the input alone (the output may have run out of room), so the measure
+    stands; the rung still drops at least one group.
     """
+    measured = call.notes.get("overflowed_measure")
     reported = call.notes.get("overflow_tokens")
-    if not isinstance(reported, int) or reported <= 0:
+    if not isinstance(measured, int) or measured <= 0 or not isinstance(reported, int):
         return 1.0
-    estimated = estimator.estimate_request(call.request)
-    return max(1.0, reported / max(1, estimated))
+    return max(1.0, reported / measured)
+
+
+def _window(call: ModelCall, profile: ModelProfile) -> int:
+    """The profile's window, or the smaller one an overflow error revealed."""
+    revealed = call.notes.get("overflow_maximum")
+    if isinstance(revealed, int) and 0 < revealed < profile.max_input_tokens:
+        return revealed
+    return profile.max_input_tokens
+
+
+def _saved_to(record: CompactionRecord | None) -> int | None:
+    if record is None:
+        return None
+    if record.offloaded_to_seq is not None:
+        return record.offloaded_to_seq
+    return record.kept_from_seq - 1

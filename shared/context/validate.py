@@ -18,7 +18,9 @@ Rules checked, in the API's terms:
 - every ``tool_result`` in message N answers a ``tool_use`` of message N-1;
 - ``tool_use`` ids are unique across the request;
 - no message has empty content (except a final assistant message), and no text block is
-  empty or whitespace only.
+  empty or whitespace only;
+- one ``tool_result`` per ``tool_use``; (request level) no empty system block and at most
+  four ``cache_control`` breakpoints.
 """
 
 from __future__ import annotations
@@ -35,8 +37,12 @@ ViolationKind = Literal[
     "missing_tool_result",
     "orphan_tool_result",
     "duplicate_tool_use_id",
+    "duplicate_tool_result",
     "empty_content",
+    "too_many_breakpoints",
 ]
+
+MAX_BREAKPOINTS = 4
 
 
 @dataclass(frozen=True)
@@ -49,8 +55,35 @@ class Violation:
 
 
 def validate_request(request: Request) -> list[Violation]:
-    """Every structural violation in the request's messages (empty list: valid)."""
-    return validate_messages(request.messages)
+    """Every structural violation in the request (empty list: valid).
+
+    Beyond the messages: no empty system text block, and at most four ``cache_control``
+    breakpoints in tools, system and messages together.
+    """
+    violations = validate_messages(request.messages)
+    for index, block in enumerate(request.system_blocks()):
+        if not block.text.strip():
+            detail = f"system.{index}: text content blocks must be non-empty"
+            violations.append(Violation("empty_content", 0, detail))
+    breakpoints = count_breakpoints(request)
+    if breakpoints > MAX_BREAKPOINTS:
+        detail = (
+            f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+            f"Found {breakpoints}."
+        )
+        violations.append(Violation("too_many_breakpoints", 0, detail))
+    return violations
+
+
+def count_breakpoints(request: Request) -> int:
+    """Every ``cache_control`` in the request, tool-result parts included."""
+    blocks: list[object] = [*request.tool_definitions(), *request.system_blocks()]
+    for message in request.messages:
+        for block in message.blocks():
+            blocks.append(block)
+            if isinstance(block, ToolResultBlock) and isinstance(block.content, tuple):
+                blocks.extend(block.content)
+    return sum(1 for block in blocks if getattr(block, "cache_control", None) is not None)
 
 
 def validate_messages(messages: Sequence[Message]) -> list[Violation]:
@@ -140,7 +173,16 @@ def _duplicate_ids(index: int, message: Message, seen_ids: set[str]) -> list[Vio
 def _orphan_results(index: int, message: Message, previous: Message | None) -> list[Violation]:
     offered = {use.id for use in previous.tool_uses()} if previous is not None else set()
     violations: list[Violation] = []
+    answered: set[str] = set()
     for position, block in enumerate(message.blocks()):
+        if isinstance(block, ToolResultBlock) and block.tool_use_id in answered:
+            detail = (
+                f"messages.{index}.content.{position}: each `tool_use` block must have a "
+                f"single `tool_result` block; found another for {block.tool_use_id}"
+            )
+            violations.append(Violation("duplicate_tool_result", index, detail))
+        if isinstance(block, ToolResultBlock):
+            answered.add(block.tool_use_id)
         if isinstance(block, ToolResultBlock) and block.tool_use_id not in offered:
             detail = (
                 f"messages.{index}.content.{position}: unexpected `tool_use_id` found in "

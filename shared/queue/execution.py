@@ -144,7 +144,7 @@ def run_offload(
         # The section key names the turn and range: a repeat appends nothing.
         return offload_payload(InlineOffloader(services.history).offload(job))
 
-    key = JobKey("offload", session_id, turn)
+    key = JobKey("offload", session_id, turn, (from_seq, to_seq))
     return run_once(services.cache, key, services.settings.queue_lease_ttl, compute)
 
 

@@ -8,6 +8,10 @@ throttle of ``summary`` for ``(s1, 7)`` are the same three keys everywhere.
     hango:summary:{s1}:7:lease    random token of the worker computing it, short TTL
     hango:summary:{s1}:7:enqueue  set when a task was published; throttles re-publishing
     hango:summary:{s1}:7:error    why the last attempt failed for good, short TTL
+
+An offload is also named by its range (``hango:offload:{s1}:7:40-71:result``): a turn
+has at most one summary, but a mechanical truncation after it evicts a further range in
+the same turn, and that range must be written, not answered from the first one's cache.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ class JobKey:
     kind: JobKind
     session_id: str
     turn: int
+    span: tuple[int, int] | None = None
 
     def _name(self, part: str) -> str:
         # The braces make the session a Redis Cluster hash tag: all keys of a job share a slot.
-        return f"{KEY_PREFIX}:{self.kind}:{{{self.session_id}}}:{self.turn}:{part}"
+        turn = f"{self.turn}:{self.span[0]}-{self.span[1]}" if self.span else str(self.turn)
+        return f"{KEY_PREFIX}:{self.kind}:{{{self.session_id}}}:{turn}:{part}"
 
     @property
     def result(self) -> str:
@@ -47,4 +53,5 @@ class JobKey:
         return self._name("error")
 
     def __str__(self) -> str:
-        return f"{self.kind}({self.session_id}, turn {self.turn})"
+        span = f", messages {self.span[0]}-{self.span[1]}" if self.span else ""
+        return f"{self.kind}({self.session_id}, turn {self.turn}{span})"

@@ -154,7 +154,7 @@ class QueuedOffloader:
         self.history = history
 
     def offload(self, job: OffloadJob) -> str:
-        key = JobKey("offload", job.session_id, job.turn)
+        key = JobKey("offload", job.session_id, job.turn, (job.from_seq, job.to_seq))
         kwargs = offload_kwargs(job)
         try:
             payload = await_job(

@@ -95,11 +95,13 @@ def test_a_small_window_compacts_through_the_api_summarizer(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("HANGO_MODEL_PROFILES", json.dumps({MODEL: {"max_input_tokens": 3000}}))
+    # The window must leave room for a conversation beside the file tools' definitions
+    # and system block (a 3,000-token window cannot hold even the newest group).
+    monkeypatch.setenv("HANGO_MODEL_PROFILES", json.dumps({MODEL: {"max_input_tokens": 6000}}))
     fake_api.responder = lambda body: text_reply(
         "## Goal and user requests\n- keep notes" if "tools" not in body else "noted"
     )
-    lines = "".join(f"note {i}: " + "words " * 250 + "\n" for i in range(8))
+    lines = "".join(f"note {i}: " + "words " * 250 + "\n" for i in range(16))
 
     code, _, err = chat(monkeypatch, capsys, lines, "--session", "c3")
 

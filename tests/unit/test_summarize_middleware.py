@@ -82,10 +82,30 @@ def test_a_failed_offload_keeps_every_message(tmp_path: Path) -> None:
     ports = Recording(InlineOffloader(agent.history), fail_offload=True)
     middleware(agent).offloader = ports
     middleware(agent).summarizer = ports
-    chat(agent, provider, "s", 14)
-    assert "offload" in ports.events and ports.summaries == 0
-    assert len(provider.requests[-1].messages) == 27
+    turns = 0
+    while "offload" not in ports.events:
+        chat(agent, provider, f"s{turns}", 0)
+        provider.push(text_reply(f"ok {turns}"))
+        agent.loop.run_turn("s", FACT.format(i=turns))
+        turns += 1
+    # Over the trigger (so it tried) but inside the window: the compaction is abandoned
+    # and every message goes out, none evicted without being offloaded.
+    assert ports.summaries == 0
+    assert len(provider.requests[-1].messages) == 2 * turns - 1
     assert agent.store.session("s").compactions == 0  # type: ignore[union-attr]
+
+
+def test_truncation_past_a_failed_offload_says_where_the_messages_are(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path)
+    ports = Recording(InlineOffloader(agent.history), fail_offload=True)
+    middleware(agent).offloader = ports
+    middleware(agent).summarizer = ports
+    records = [c for r in chat(agent, provider, "s", 16) for c in r.compactions]
+    assert records and all(r.reason == "truncate" for r in records)
+    assert records[-1].offloaded_to_seq is None
+    head = str(provider.requests[-1].messages[0].content)
+    assert "remain in the stored transcript" in head
+    assert len(agent.store.messages("s")) == 32
 
 
 def test_a_failing_summarizer_falls_back_to_the_extractive_summary(tmp_path: Path) -> None:
@@ -153,8 +173,10 @@ def test_after_compaction_the_request_lands_well_under_the_trigger(tmp_path: Pat
 def test_the_providers_count_decides_the_trigger_and_the_estimate_backs_it_up(
     tmp_path: Path,
 ) -> None:
+    # Over the trigger (170,000 of 200,000) by the provider's count, far under it by the
+    # estimate: the count decides.
     counting = ScriptedCounter(
-        count=lambda request: 10_000_000, capabilities=Capabilities(token_counting=True)
+        count=lambda request: 180_000, capabilities=Capabilities(token_counting=True)
     )
     agent, _ = build(tmp_path / "a", window=200_000)
     from shared.agent.factory import build_agent
