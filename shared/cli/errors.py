@@ -16,6 +16,7 @@ from shared.errors import (
     ConfigError,
     HangoError,
     HistoryPathError,
+    InvalidInputError,
     InvalidSessionIdError,
     ProviderError,
     QueueUnavailableError,
@@ -62,8 +63,9 @@ _FAILURES: tuple[tuple[type[BaseException], Failure], ...] = (
     (HistoryPathError, Failure(EXIT_SESSION, "use a path inside the history root")),
     (
         CannotFitError,
-        Failure(EXIT_CANNOT_FIT, "raise --max-input-tokens or lower HANGO_CONTEXT_KEEP_FRAC"),
+        Failure(EXIT_CANNOT_FIT, "raise --max-input-tokens or shorten the largest tool results"),
     ),
+    (InvalidInputError, Failure(EXIT_SESSION, "the session is unchanged; send another message")),
     (
         QueueUnavailableError,
         Failure(EXIT_QUEUE, "start a worker (`celery -A worker worker`) or run without --queue"),
