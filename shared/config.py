@@ -18,6 +18,7 @@ from pydantic import (
     SecretStr,
     StringConstraints,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
@@ -93,6 +94,13 @@ class Settings(BaseSettings):
     queue_lease_ttl: float = Field(default=15.0, gt=0)
     queue_enqueue_ttl: float = Field(default=30.0, gt=0)
     queue_result_ttl: float = Field(default=7 * 24 * 3600.0, gt=0)
+
+    @field_validator("anthropic_api_key", mode="before")
+    @classmethod
+    def _strip_key(cls, value: object) -> object:
+        # A key pasted with a trailing newline makes the HTTP client refuse the header and
+        # quote it in its error; stripping it here is kinder and keeps it out of errors.
+        return value.strip() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _backend_needs_database(self) -> Settings:

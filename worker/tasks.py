@@ -27,8 +27,9 @@ from shared.config import load_settings
 from shared.errors import TransientProviderError
 from shared.queue.config import OFFLOAD_TASK, SUMMARIZE_TASK, WORKER_LOST_RETRY_DELAY
 from shared.queue.execution import WorkerServices, record_failure, run_offload, run_summary
-from shared.queue.keys import JobKey, JobKind
+from shared.queue.keys import JobKind
 from shared.queue.lease import LeaseBusyError
+from shared.queue.ports import job_key
 from worker.app import app
 
 TRANSIENT_RETRIES = 5
@@ -73,9 +74,7 @@ class JobTask(Task[Any, Any]):
     ) -> None:
         if isinstance(exc, LeaseBusyError):
             return  # a live holder commits the result; nothing failed
-        kind = _KIND_OF_TASK[self.name]
-        span = (kwargs["from_seq"], kwargs["to_seq"]) if kind == "offload" else None
-        record_failure(services(), JobKey(kind, kwargs["session_id"], kwargs["turn"], span), exc)
+        record_failure(load_settings(), job_key(_KIND_OF_TASK[self.name], kwargs), exc)
 
 
 @app.task(
@@ -98,6 +97,7 @@ def summarize(
     to_seq: int,
     previous_summary: str | None,
     model: str,
+    fingerprint: str = "",
 ) -> None:
     try:
         run_summary(
@@ -108,6 +108,7 @@ def summarize(
             to_seq=to_seq,
             previous_summary=previous_summary,
             model=model,
+            fingerprint=fingerprint,
         )
     except LeaseBusyError as busy:
         raise self.retry_when_busy(busy) from None
@@ -121,8 +122,17 @@ def summarize(
     ignore_result=True,
     acks_late=True,
 )
-def offload(self: JobTask, session_id: str, turn: int, from_seq: int, to_seq: int) -> None:
+def offload(
+    self: JobTask, session_id: str, turn: int, from_seq: int, to_seq: int, fingerprint: str = ""
+) -> None:
     try:
-        run_offload(services(), session_id=session_id, turn=turn, from_seq=from_seq, to_seq=to_seq)
+        run_offload(
+            services(),
+            session_id=session_id,
+            turn=turn,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            fingerprint=fingerprint,
+        )
     except LeaseBusyError as busy:
         raise self.retry_when_busy(busy) from None

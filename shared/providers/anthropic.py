@@ -168,7 +168,7 @@ class AnthropicProvider:
         try:
             raw = self._client.messages.with_raw_response.create(**arguments)
         except anthropic.AnthropicError as e:
-            raise provider_error(e, secret=self._secret) from e
+            raise provider_error(e, secret=self._secret) from _safe_cause(e)
         response = _parse_response(raw.http_response.content, request.model)
         if response.stop_reason == "model_context_window_exceeded":
             raise ContextOverflowError(
@@ -185,7 +185,7 @@ class AnthropicProvider:
         try:
             counted = self._counting_client.messages.count_tokens(**arguments, timeout=timeout)
         except anthropic.AnthropicError as e:
-            raise provider_error(e, secret=self._secret) from e
+            raise provider_error(e, secret=self._secret) from _safe_cause(e)
         return counted.input_tokens
 
     def _require_credentials(self) -> None:
@@ -195,6 +195,15 @@ class AnthropicProvider:
                 "no Anthropic API key: set ANTHROPIC_API_KEY (or HANGO_ANTHROPIC_API_KEY)",
                 variable="ANTHROPIC_API_KEY",
             )
+
+
+def _safe_cause(error: anthropic.AnthropicError) -> BaseException | None:
+    """The SDK error to chain, or none: a connection error may quote the key.
+
+    An HTTP client that refuses a header value (a key pasted with a newline) puts the
+    value in its message, and tracebacks and span events print the whole chain.
+    """
+    return error if isinstance(error, anthropic.APIStatusError) else None
 
 
 def _parse_response(content: bytes, model: str) -> Response:

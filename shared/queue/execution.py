@@ -28,7 +28,7 @@ from shared.history.base import HistoryBackend
 from shared.history.factory import history_from_settings
 from shared.messages import StoredMessage
 from shared.queue.factory import result_cache
-from shared.queue.keys import JobKey
+from shared.queue.keys import JobKey, range_fingerprint
 from shared.queue.lease import Lease, heartbeat
 from shared.queue.ports import offload_payload
 from shared.queue.results import ResultCache
@@ -98,6 +98,19 @@ def load_range(
     return found
 
 
+def load_checked_range(
+    store: Store, session_id: str, from_seq: int, to_seq: int, fingerprint: str
+) -> tuple[StoredMessage, ...]:
+    """The range, refused unless it is the very range the caller evicted."""
+    found = tuple(load_range(store, session_id, from_seq, to_seq))
+    if fingerprint and range_fingerprint(found) != fingerprint:
+        raise MissingRangeError(
+            f"session {session_id!r}: messages {from_seq}..{to_seq} in this worker's store "
+            "differ from the ones the agent evicted (another database, or a reused session id)"
+        )
+    return found
+
+
 def run_summary(
     services: WorkerServices,
     *,
@@ -107,6 +120,7 @@ def run_summary(
     to_seq: int,
     previous_summary: str | None,
     model: str,
+    fingerprint: str = "",
 ) -> str:
     """The summary of the range as committed JSON (``SummaryResult``)."""
 
@@ -117,19 +131,25 @@ def run_summary(
             from_seq=from_seq,
             to_seq=to_seq,
             previous_summary=previous_summary,
-            evicted=load_range(services.store, session_id, from_seq, to_seq),
+            evicted=load_checked_range(services.store, session_id, from_seq, to_seq, fingerprint),
             model=model,
         )
         result = services.summarizer.summarize(job)
         tagged = result.model_copy(update={"summarizer": WORKER_PREFIX + result.summarizer})
         return tagged.model_dump_json()
 
-    key = JobKey("summary", session_id, turn)
+    key = JobKey("summary", session_id, turn, (from_seq, to_seq), fingerprint)
     return run_once(services.cache, key, services.settings.queue_lease_ttl, compute)
 
 
 def run_offload(
-    services: WorkerServices, *, session_id: str, turn: int, from_seq: int, to_seq: int
+    services: WorkerServices,
+    *,
+    session_id: str,
+    turn: int,
+    from_seq: int,
+    to_seq: int,
+    fingerprint: str = "",
 ) -> str:
     """Append the range to the session's history file once; the committed ``{"path": ...}``."""
 
@@ -139,19 +159,24 @@ def run_offload(
             turn=turn,
             from_seq=from_seq,
             to_seq=to_seq,
-            evicted=load_range(services.store, session_id, from_seq, to_seq),
+            evicted=load_checked_range(services.store, session_id, from_seq, to_seq, fingerprint),
         )
         # The section key names the turn and range: a repeat appends nothing.
         return offload_payload(InlineOffloader(services.history).offload(job))
 
-    key = JobKey("offload", session_id, turn, (from_seq, to_seq))
+    key = JobKey("offload", session_id, turn, (from_seq, to_seq), fingerprint)
     return run_once(services.cache, key, services.settings.queue_lease_ttl, compute)
 
 
-def record_failure(services: WorkerServices, key: JobKey, error: BaseException) -> None:
-    """Tell waiting callers the job failed for good, so they fall back now."""
+def record_failure(settings: Settings, key: JobKey, error: BaseException) -> None:
+    """Tell waiting callers the job failed for good, so they fall back now.
+
+    It needs only the settings and Redis, not the worker's services: the failure being
+    recorded may be that the services could not be built (a bad summarizer setting, the
+    database down).
+    """
     reason = f"{type(error).__name__}: {error}"
     try:
-        services.cache.record_error(key, reason, services.settings.queue_enqueue_ttl)
+        result_cache(settings).record_error(key, reason, settings.queue_enqueue_ttl)
     except Exception:  # the callers still fall back at their deadline
         log.exception("%s: could not record the failure %s", key, reason)

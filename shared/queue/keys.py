@@ -9,15 +9,24 @@ throttle of ``summary`` for ``(s1, 7)`` are the same three keys everywhere.
     hango:summary:{s1}:7:enqueue  set when a task was published; throttles re-publishing
     hango:summary:{s1}:7:error    why the last attempt failed for good, short TTL
 
-An offload is also named by its range (``hango:offload:{s1}:7:40-71:result``): a turn
-has at most one summary, but a mechanical truncation after it evicts a further range in
-the same turn, and that range must be written, not answered from the first one's cache.
+A job is also named by its range and by a fingerprint of the evicted messages
+(``hango:offload:{s1}:7:40-71:9f2c...:result``). A turn has at most one summary, but a
+mechanical truncation after it evicts a further range in the same turn, which must be
+written rather than answered from the first one's cache; and a session id reused on
+another database (or by another deployment sharing the Redis) must never be served the
+old conversation's summary. The worker recomputes the fingerprint from the range it
+loads and refuses a mismatch.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from shared.messages import StoredMessage
 
 JobKind = Literal["summary", "offload"]
 
@@ -30,11 +39,16 @@ class JobKey:
     session_id: str
     turn: int
     span: tuple[int, int] | None = None
+    fingerprint: str = ""
 
     def _name(self, part: str) -> str:
         # The braces make the session a Redis Cluster hash tag: all keys of a job share a slot.
-        turn = f"{self.turn}:{self.span[0]}-{self.span[1]}" if self.span else str(self.turn)
-        return f"{KEY_PREFIX}:{self.kind}:{{{self.session_id}}}:{turn}:{part}"
+        scope = str(self.turn)
+        if self.span:
+            scope += f":{self.span[0]}-{self.span[1]}"
+        if self.fingerprint:
+            scope += f":{self.fingerprint}"
+        return f"{KEY_PREFIX}:{self.kind}:{{{self.session_id}}}:{scope}:{part}"
 
     @property
     def result(self) -> str:
@@ -55,3 +69,12 @@ class JobKey:
     def __str__(self) -> str:
         span = f", messages {self.span[0]}-{self.span[1]}" if self.span else ""
         return f"{self.kind}({self.session_id}, turn {self.turn}{span})"
+
+
+def range_fingerprint(evicted: Sequence[StoredMessage]) -> str:
+    """A short digest of the evicted messages: same range, same content, same digest."""
+    digest = hashlib.sha256()
+    for stored in evicted:
+        payload = [stored.seq, stored.message.to_api()]
+        digest.update(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
+    return digest.hexdigest()[:16]

@@ -27,7 +27,7 @@ from shared.errors import QueueUnavailableError
 from shared.history.base import HistoryBackend
 from shared.queue.config import OFFLOAD_TASK, SUMMARIZE_TASK
 from shared.queue.dispatch import Dispatcher
-from shared.queue.keys import JobKey
+from shared.queue.keys import JobKey, JobKind, range_fingerprint
 from shared.queue.waiting import (
     JobCache,
     JobFailedError,
@@ -74,6 +74,7 @@ def summarize_kwargs(job: SummaryJob) -> dict[str, Any]:
         "to_seq": job.to_seq,
         "previous_summary": job.previous_summary,
         "model": job.model,
+        "fingerprint": range_fingerprint(job.evicted),
     }
 
 
@@ -83,7 +84,19 @@ def offload_kwargs(job: OffloadJob) -> dict[str, Any]:
         "turn": job.turn,
         "from_seq": job.from_seq,
         "to_seq": job.to_seq,
+        "fingerprint": range_fingerprint(job.evicted),
     }
+
+
+def job_key(kind: JobKind, kwargs: dict[str, Any]) -> JobKey:
+    """The key of a job from its task arguments (the same on both sides of the queue)."""
+    return JobKey(
+        kind,
+        kwargs["session_id"],
+        kwargs["turn"],
+        (kwargs["from_seq"], kwargs["to_seq"]),
+        kwargs.get("fingerprint", ""),
+    )
 
 
 class QueuedSummarizer:
@@ -103,8 +116,8 @@ class QueuedSummarizer:
         self.fallback = fallback
 
     def summarize(self, job: SummaryJob) -> SummaryResult:
-        key = JobKey("summary", job.session_id, job.turn)
         kwargs = summarize_kwargs(job)
+        key = job_key("summary", kwargs)
         try:
             payload = await_job(
                 self.cache,
@@ -154,8 +167,8 @@ class QueuedOffloader:
         self.history = history
 
     def offload(self, job: OffloadJob) -> str:
-        key = JobKey("offload", job.session_id, job.turn, (job.from_seq, job.to_seq))
         kwargs = offload_kwargs(job)
+        key = job_key("offload", kwargs)
         try:
             payload = await_job(
                 self.cache,

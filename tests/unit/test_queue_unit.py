@@ -8,6 +8,7 @@ is tested step by step: what it publishes, when it re-publishes, when it gives u
 from __future__ import annotations
 
 import itertools
+import json
 import pickle
 import subprocess
 import sys
@@ -34,7 +35,7 @@ from shared.queue.config import (
     check_time_limits,
 )
 from shared.queue.execution import MissingRangeError
-from shared.queue.keys import JobKey
+from shared.queue.keys import JobKey, range_fingerprint
 from shared.queue.lease import LeaseBusyError
 from shared.queue.ports import QueuedOffloader, QueuedSummarizer, offload_payload
 from shared.queue.results import JobState
@@ -321,9 +322,12 @@ def test_after_a_deadline_the_fallback_summary_is_committed_for_the_whole_turn()
                 "to_seq": 4,
                 "previous_summary": None,
                 "model": "m",
+                "fingerprint": range_fingerprint(summary_job().evicted),
             },
         )
     ]
+    # The arguments are ids and a digest, never the transcript itself.
+    assert len(json.dumps(sent[0][1])) < 300
 
 
 def test_a_worker_result_committed_first_wins_over_the_fallback() -> None:
@@ -528,3 +532,27 @@ def test_queue_errors_pickle_with_their_fields(error: Exception) -> None:
     assert type(copy) is type(error)
     assert str(copy) == str(error)
     assert vars(copy) == vars(error)
+
+
+def test_a_worker_refuses_a_range_that_differs_from_the_one_the_agent_evicted(
+    tmp_path: Path,
+) -> None:
+    from shared.errors import HangoError
+    from shared.messages import Message
+    from shared.queue.execution import load_checked_range
+    from shared.store import Store
+
+    store = Store.from_url(f"sqlite:///{tmp_path / 'worker.db'}")
+    store.migrate()
+    store.ensure_session("reused", "m")
+    store.append_message("reused", 1, Message(role="user", content="a different conversation"))
+    theirs = tuple(store.messages("reused", 1, 1))
+    agent_side = (theirs[0].model_copy(update={"message": Message(role="user", content="mine")}),)
+
+    assert load_checked_range(store, "reused", 1, 1, range_fingerprint(theirs)) == theirs
+    with pytest.raises(HangoError, match="differ from the ones the agent evicted"):
+        load_checked_range(store, "reused", 1, 1, range_fingerprint(agent_side))
+    assert (
+        JobKey("summary", "reused", 1, (1, 1), range_fingerprint(theirs)).result
+        != JobKey("summary", "reused", 1, (1, 1), range_fingerprint(agent_side)).result
+    )
