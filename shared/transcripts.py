@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from shared.context.validate import validate_messages
 from shared.errors import TranscriptError
 from shared.messages import (
     ContentBlock,
@@ -254,6 +255,7 @@ class _Draft:
     role: str
     blocks: list[ContentBlock]
     locations: list[str]  # one per block
+    where: str  # where the message starts (it may have no block at all)
     reply_id: str | None = None
     original: Message | None = None  # kept as recorded when nothing was merged into it
 
@@ -282,7 +284,7 @@ class _MessageBuilder:
             self._extend(self.drafts[-1], blocks, origins)
         else:
             reply = reply_id if isinstance(reply_id, str) else None
-            self.drafts.append(_Draft(role, list(blocks), origins, reply, original))
+            self.drafts.append(_Draft(role, list(blocks), origins, location, reply, original))
 
     @staticmethod
     def _extend(draft: _Draft, blocks: tuple[ContentBlock, ...], origins: list[str]) -> None:
@@ -314,13 +316,19 @@ def _validated(
         raise TranscriptError(
             "the conversation must start with a user message",
             source=source,
-            location=drafts[0].locations[0],
+            location=drafts[0].where,
         )
     _check_pairing(drafts, source)
     if not any(draft.role == "assistant" for draft in drafts):
         raise TranscriptError("no assistant message to replay", source=source, location="file")
     messages = tuple(draft.original or _merged_message(draft) for draft in drafts)
-    locations = tuple(draft.locations[0] for draft in drafts)
+    locations = tuple(draft.where for draft in drafts)
+    # Everything else the API would refuse (empty content, empty text, a result given
+    # twice), found here so that nothing is written for a transcript that cannot replay.
+    for violation in validate_messages(messages):
+        raise TranscriptError(
+            violation.detail, source=source, location=locations[violation.message_index]
+        )
     return Transcript(source, fmt, system, tools, messages, locations)
 
 

@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     transcript = load_transcript(
         args.transcript
     )  # everything is validated before anything is written
-    _check_dump_target(args.dump_requests)
+    _check_dump_target(args.dump_requests, args.transcript)
     with tempfile.TemporaryDirectory(prefix="hango-replay-") as scratch:
         settings = replay_settings(args, Path(scratch))
         summarizer_provider = (
@@ -140,11 +140,21 @@ def replay_settings(args: argparse.Namespace, scratch: Path) -> Settings:
     return load_settings(**overrides)
 
 
-def _check_dump_target(path: Path | None) -> None:
-    if path is not None and not path.parent.is_dir():
-        raise ConfigError(
-            f"--dump-requests: no directory {str(path.parent)!r}", variable="--dump-requests"
-        )
+def _check_dump_target(path: Path | None, transcript: Path) -> None:
+    """Refuse a dump target that would fail at the end, or overwrite the transcript."""
+    if path is None:
+        return
+    problem = None
+    if not path.parent.is_dir():
+        problem = f"no directory {str(path.parent)!r}"
+    elif path.is_dir():
+        problem = f"{str(path)!r} is a directory; name a file"
+    elif path.resolve() == transcript.resolve():
+        problem = f"{str(path)!r} is the transcript itself"
+    elif not os.access(path.parent, os.W_OK):
+        problem = f"cannot write in {str(path.parent)!r}"
+    if problem is not None:
+        raise ConfigError(f"--dump-requests: {problem}", variable="--dump-requests")
 
 
 @contextlib.contextmanager
@@ -154,6 +164,9 @@ def _dump_file(path: Path | None) -> Iterator[IO[str] | None]:
         yield None
         return
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(temporary, 0o666 & ~umask)  # an ordinary file, not mkstemp's private 0600
     try:
         with open(descriptor, "w", encoding="utf-8") as handle:
             yield handle

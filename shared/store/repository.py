@@ -265,7 +265,11 @@ def engine_from_url(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(url, parsed.database)
-    return create_engine(url, pool_pre_ping=True)
+    if parsed.drivername in ("postgresql", "postgres"):
+        # The driver this product ships (psycopg2-binary); SQLAlchemy 2.1's default for a
+        # bare postgresql:// is psycopg 3, which is not installed.
+        parsed = parsed.set(drivername="postgresql+psycopg2")
+    return create_engine(parsed, pool_pre_ping=True)
 
 
 def _sqlite_engine(url: str, database: str | None) -> Engine:

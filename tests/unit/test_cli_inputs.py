@@ -1,0 +1,74 @@
+"""Bad inputs to ``hango replay`` fail up front, with one line, and write nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shared.cli import main
+from shared.cli.errors import EXIT_CONFIG, EXIT_TRANSCRIPT
+
+GOOD = {
+    "messages": [
+        {"role": "user", "content": "list the files"},
+        {"role": "assistant", "content": "a.py and b.py"},
+    ]
+}
+
+
+@pytest.fixture(autouse=True)
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def write(path: Path, body: object) -> Path:
+    path.write_text(json.dumps(body))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("first_content", "says"),
+    [([], "non-empty content"), ("", "non-empty content"), ([{"type": "text", "text": " "}], "")],
+)
+def test_empty_content_is_refused_naming_the_message(
+    scratch: Path, capsys: pytest.CaptureFixture[str], first_content: object, says: str
+) -> None:
+    body = {"messages": [{"role": "user", "content": first_content}, GOOD["messages"][1]]}
+    transcript = write(scratch / "t.json", body)
+    database = scratch / "replay.db"
+    code = main(["replay", str(transcript), "--database-url", f"sqlite:///{database}"])
+    err = capsys.readouterr().err
+    assert code == EXIT_TRANSCRIPT
+    assert "messages[0]" in err and says in err and len(err.strip().splitlines()) == 1
+    assert not database.exists()
+
+
+def test_a_dump_target_that_is_the_transcript_is_refused_and_the_transcript_kept(
+    scratch: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    transcript = write(scratch / "t.json", GOOD)
+    before = transcript.read_text()
+    code = main(["replay", str(transcript), "--dump-requests", str(transcript)])
+    assert code == EXIT_CONFIG
+    assert "the transcript itself" in capsys.readouterr().err
+    assert transcript.read_text() == before
+
+
+def test_a_dump_target_that_is_a_directory_is_refused_before_replaying(
+    scratch: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    transcript = write(scratch / "t.json", GOOD)
+    code = main(["replay", str(transcript), "--dump-requests", str(scratch)])
+    assert code == EXIT_CONFIG
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_the_dump_is_an_ordinary_file(scratch: Path) -> None:
+    transcript = write(scratch / "t.json", GOOD)
+    dump = scratch / "out.jsonl"
+    assert main(["replay", str(transcript), "--dump-requests", str(dump), "--json"]) == 0
+    assert dump.stat().st_mode & 0o044  # readable by group/others under the usual umask
+    assert len(dump.read_text().splitlines()) == 1
