@@ -73,7 +73,6 @@ class TurnContext:
     turn: int
     run_id: int
     holder: StateHolder
-    compactions_before: int
     model_calls: int = 0
     tool_calls: int = 0
     input_tokens: int = 0
@@ -179,7 +178,7 @@ class AgentLoop:
     def begin_turn(self, session_id: str) -> TurnContext:
         self.store.ensure_session(session_id, self.model)
         turn = self.store.last_turn(session_id) + 1
-        state = self.store.latest_state(session_id)
+        state = self.store.latest_state(session_id).next_turn()
         run_id = self.store.start_run(session_id, turn, state)
         session = self.store.session(session_id)
         return TurnContext(
@@ -187,7 +186,6 @@ class AgentLoop:
             turn=turn,
             run_id=run_id,
             holder=StateHolder(state),
-            compactions_before=len(state.compactions),
             # A turn whose every call fails keeps the last figure rather than writing 0.
             input_tokens=session.last_input_tokens if session else 0,
         )
@@ -237,7 +235,7 @@ class AgentLoop:
         self.store.write_session_counters(
             ctx.session_id,
             last_input_tokens=ctx.input_tokens,
-            compactions=len(state.compactions),
+            compactions=state.compaction_count,
         )
         self.store.finish_run(ctx.run_id, status, error)
         return TurnResult(
@@ -245,7 +243,7 @@ class AgentLoop:
             turn=ctx.turn,
             response=ctx.last_response,
             model_calls=ctx.model_calls,
-            compactions=state.compactions[ctx.compactions_before :],
+            compactions=state.compactions,
             input_tokens=ctx.input_tokens,
             tool_calls=ctx.tool_calls,
         )

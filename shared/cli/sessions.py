@@ -120,7 +120,7 @@ def run_show(args: argparse.Namespace) -> int:
     if store is None or info is None:
         raise UnknownSessionError(session_id)
     runs = store.runs(session_id)
-    records = store.latest_state(session_id).compactions
+    records = [record for run in store.runs(session_id) for record in run.state.compactions]
     history = history_from_settings(settings, engine=store.engine)
     virtual = conversation_history_path(session_id)
     shown_path = history_file(history, virtual) if history.exists(virtual) else None

@@ -35,22 +35,35 @@ class CompactionRecord(BaseModel):
 
 
 class RunState(BaseModel):
-    """The run's private state: every compaction so far and a pending forced compaction."""
+    """The run's private state.
+
+    ``latest`` is the record the outgoing request is built from; ``compactions`` are the
+    records this run (turn) made; ``compaction_count`` counts them over the session. Each
+    run carries forward only the latest record and the count, so the state saved on every
+    model call stays small however long the session grows; the full list of records is
+    the union of every run's ``compactions``.
+    """
 
     model_config = ConfigDict(frozen=True)
 
+    latest: CompactionRecord | None = None
     compactions: tuple[CompactionRecord, ...] = ()
+    compaction_count: int = 0
     force_compaction: CompactionReason | None = None
-    truncated_tool_args: int = 0
-
-    @property
-    def latest(self) -> CompactionRecord | None:
-        return self.compactions[-1] if self.compactions else None
 
     def with_compaction(self, record: CompactionRecord) -> RunState:
         return self.model_copy(
-            update={"compactions": (*self.compactions, record), "force_compaction": None}
+            update={
+                "latest": record,
+                "compactions": (*self.compactions, record),
+                "compaction_count": self.compaction_count + 1,
+                "force_compaction": None,
+            }
         )
 
     def forcing(self, reason: CompactionReason | None) -> RunState:
         return self.model_copy(update={"force_compaction": reason})
+
+    def next_turn(self) -> RunState:
+        """The state a new turn starts from: what carries over, without this turn's records."""
+        return self.model_copy(update={"compactions": ()})

@@ -174,7 +174,7 @@ def test_a_summarizer_that_raises_falls_back_and_the_turn_completes(tmp_path: Pa
     summarization = next(m for m in agent.loop.chain if isinstance(m, SummarizationMiddleware))
     summarization.summarizer = Broken()
     chat(agent, provider, "s", 14)
-    records = agent.store.latest_state("s").compactions
+    records = [r for run in agent.store.runs("s") for r in run.state.compactions]
     assert records and records[0].summarizer == "extractive"
     assert "summarizer crashed" in (records[0].fallback_reason or "")
 

@@ -212,3 +212,16 @@ def test_stored_messages_are_the_ones_appended(tmp_path: Path) -> None:
     assert [m.message.role for m in stored] == ["user", "assistant"] * 14
     assert all(isinstance(m.message, Message) for m in stored)
     assert stored[0].message.text() == FACT.format(i=0)
+
+
+def test_run_state_stays_small_however_many_compactions(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path)
+    chat(agent, provider, "s", 40)
+    runs = agent.store.runs("s")
+    records = [r for run in runs for r in run.state.compactions]
+    assert len(records) >= 5
+    assert agent.store.session("s").compactions == len(records)  # type: ignore[union-attr]
+    latest = runs[-1].state
+    assert latest.compaction_count == len(records)
+    assert len(latest.compactions) <= 2  # this turn's own, not the session's history
+    assert len(latest.model_dump_json()) < 3 * len(records[-1].model_dump_json())
