@@ -219,7 +219,7 @@ def test_run_state_stays_small_however_many_compactions(tmp_path: Path) -> None:
     chat(agent, provider, "s", 40)
     runs = agent.store.runs("s")
     records = [r for run in runs for r in run.state.compactions]
-    assert len(records) >= 5
+    assert len(records) >= 3
     assert agent.store.session("s").compactions == len(records)  # type: ignore[union-attr]
     latest = runs[-1].state
     assert latest.compaction_count == len(records)
