@@ -14,13 +14,15 @@ The stored messages are never touched; only the copy on its way to the provider 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from shared.agent.observer import LoopObserver, NullObserver
-from shared.context.boundary import keep_boundary, shrink_boundary
+from shared.context.boundary import keep_boundary
 from shared.context.extractive import ExtractiveSummarizer
+from shared.context.groups import group_starts
 from shared.context.head import head_message
 from shared.context.mechanical import drop_oldest_groups
 from shared.context.middleware import Handler, ModelCall, PassThrough
@@ -137,25 +139,27 @@ class SummarizationMiddleware(PassThrough):
         return self._summarize(call, reason, tokens, plan)
 
     def _plan(self, call: ModelCall) -> _Plan | None:
+        """The keep boundary: the raw keep window moved back to a group start, then moved
+        forward group by group until the kept part plus a summary fits the target."""
         messages = call.request.messages
         first_real = 1 if call.summary_message_present else 0
-        real_count = len(messages) - first_real
-        keep = self.profile.keep_count(real_count)
+        keep = self.profile.keep_count(len(messages) - first_real)
         boundary = keep_boundary(messages, keep, min_index=first_real + 1)
         if boundary is None:
             return None
         target = int(self.profile.max_input_tokens * TARGET_AFTER_FRAC)
-        allowance = self._summary_allowance(call)
-        while self._estimate_after(call.request, boundary) + allowance > target:
-            fewer = shrink_boundary(messages, boundary)
-            if fewer is None:
-                break
-            boundary = fewer
-        return _Plan(boundary=boundary, first_real=first_real)
+        budget = target - self._summary_allowance(call) - self._fixed_tokens(call.request)
+        # One pass: suffix sums of per-message estimates (cached by the estimator) against
+        # the group starts at or after the raw boundary, the first that fits wins.
+        kept_tokens = [self.estimator.estimate_message(m) for m in messages[boundary:]]
+        suffix = list(itertools.accumulate(reversed(kept_tokens)))[::-1]
+        candidates = [b for b in group_starts(messages) if b >= boundary]
+        fitting = (b for b in candidates if suffix[b - boundary] <= budget)
+        return _Plan(boundary=next(fitting, candidates[-1]), first_real=first_real)
 
-    def _estimate_after(self, request: Request, boundary: int) -> int:
-        kept = request.model_copy(update={"messages": request.messages[boundary:]})
-        return self.estimator.estimate_request(kept)
+    def _fixed_tokens(self, request: Request) -> int:
+        """What the request costs before its messages: system blocks, tools, framing."""
+        return self.estimator.estimate_request(request.model_copy(update={"messages": ()}))
 
     def _summary_allowance(self, call: ModelCall) -> int:
         """What the new head message will likely cost: at least the current one's size.

@@ -54,6 +54,7 @@ class PostgresHistory:
         return str(content)
 
     def write(self, path: str, content: str) -> None:
+        content = storable(content)
         virtual = normalize(path)
         with self.engine.begin() as conn:
             statement = conflict_insert(conn.dialect.name, history_files)
@@ -69,7 +70,7 @@ class PostgresHistory:
 
     def append_section(self, path: str, key: str, content: str) -> bool:
         virtual = normalize(path)
-        addition = section_text(key, content)  # validates the key before any SQL
+        addition = section_text(key, storable(content))  # validates the key before any SQL
         with self.engine.begin() as conn:
             if not _record_keys(conn, virtual, {key}):
                 return False
@@ -130,3 +131,12 @@ def _appended(addition: str) -> ColumnElement[str]:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def storable(text: str) -> str:
+    """``text`` as PostgreSQL ``text`` can hold it: NUL becomes U+FFFD.
+
+    PostgreSQL refuses NUL in text values, and one NUL in an evicted tool result would
+    otherwise fail every offload of the session (and with it every compaction).
+    """
+    return text.replace("\x00", "\ufffd")

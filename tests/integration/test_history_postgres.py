@@ -38,3 +38,12 @@ def test_factory_builds_the_database_backend_on_the_given_engine(
     assert isinstance(history, PostgresHistory)
     assert history.engine is pg_engine
     assert PostgresHistory(pg_engine).read("/x.md") == "y"
+
+
+def test_a_nul_in_evicted_text_does_not_fail_the_offload(pg_engine: Engine) -> None:
+    history = PostgresHistory(pg_engine)
+    path = conversation_history_path("s-nul")
+    assert history.append_section(path, "turn-1-seq-1-2", "binary output: a\x00b")
+    history.write("/work/raw.txt", "x\x00y")
+    assert "a\ufffdb" in history.read(path)
+    assert history.read("/work/raw.txt") == "x\ufffdy"
