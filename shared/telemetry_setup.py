@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -167,7 +168,8 @@ def _timeout(signal: Signal) -> float | None:
 
 def _span_exporter(name: str) -> SpanExporter | None:
     if name == "console":
-        return ConsoleSpanExporter()
+        # stderr: stdout belongs to the command's own output (``--json``).
+        return ConsoleSpanExporter(out=sys.stderr)
     if name != "otlp":
         _unsupported("traces", f"OTEL_TRACES_EXPORTER={name!r}")
         return None
@@ -187,7 +189,7 @@ def _span_exporter(name: str) -> SpanExporter | None:
 
 def _metric_exporter(name: str) -> MetricExporter | None:
     if name == "console":
-        return ConsoleMetricExporter()
+        return ConsoleMetricExporter(out=sys.stderr)
     if name != "otlp":
         _unsupported("metrics", f"OTEL_METRICS_EXPORTER={name!r}")
         return None
