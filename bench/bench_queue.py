@@ -40,7 +40,7 @@ from shared.queue import QueuedSummarizer, make_queued_ports
 from shared.queue.config import SUMMARIZE_TASK
 from shared.queue.dispatch import CeleryDispatcher, producer_app
 from shared.queue.keys import JobKey
-from shared.queue.ports import summarize_kwargs
+from shared.queue.ports import job_key, summarize_kwargs
 from shared.store import Store
 from tests.integration.worker_support import (
     CountingProvider,
@@ -181,12 +181,11 @@ def burst_rate(
 ) -> float:
     app = producer_app(settings)
     dispatcher = CeleryDispatcher(app)
-    keys = [JobKey("summary", SESSION, first_turn + i) for i in range(BURST)]
+    jobs = [summarize_kwargs(job(evicted, first_turn + i)) for i in range(BURST)]
+    keys = [job_key("summary", kwargs) for kwargs in jobs]
     started = time.perf_counter()
-    for i in range(BURST):
-        dispatcher.dispatch(
-            SUMMARIZE_TASK, summarize_kwargs(job(evicted, first_turn + i)), expires=60
-        )
+    for kwargs in jobs:
+        dispatcher.dispatch(SUMMARIZE_TASK, kwargs, expires=60)
     wait_until(lambda: all_committed(client, keys), 120, "the pool did not finish the burst")
     elapsed = time.perf_counter() - started
     app.close()
