@@ -43,18 +43,11 @@ def keep_boundary(
     return starts[position]
 
 
-def shrink_boundary(messages: Sequence[Message], start: int) -> int | None:
-    """The first group start strictly after ``start`` (keeping fewer messages), or ``None``.
-
-    Used when the kept part alone is over budget: each step evicts exactly one more
-    atomic group.
-    """
-    starts = group_starts(messages)
-    position = bisect_right(starts, start)
-    return starts[position] if position < len(starts) else None
-
-
 def boundaries_from(messages: Sequence[Message], start: int) -> list[int]:
-    """Every group start at or after ``start``, ascending (candidate boundaries)."""
+    """Every group start at or after ``start``, ascending (candidate boundaries).
+
+    Moving the boundary to a later candidate evicts exactly one more atomic group: the
+    summarization middleware walks these when the kept part alone is over its target.
+    """
     starts = group_starts(messages)
     return starts[bisect_left(starts, start) :]

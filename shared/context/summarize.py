@@ -20,9 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from shared.agent.observer import LoopObserver, NullObserver
-from shared.context.boundary import keep_boundary
+from shared.context.boundary import boundaries_from, keep_boundary
 from shared.context.extractive import ExtractiveSummarizer
-from shared.context.groups import group_starts
 from shared.context.head import head_message
 from shared.context.mechanical import drop_oldest_groups
 from shared.context.middleware import Handler, ModelCall, PassThrough
@@ -153,7 +152,7 @@ class SummarizationMiddleware(PassThrough):
         # the group starts at or after the raw boundary, the first that fits wins.
         kept_tokens = [self.estimator.estimate_message(m) for m in messages[boundary:]]
         suffix = list(itertools.accumulate(reversed(kept_tokens)))[::-1]
-        candidates = [b for b in group_starts(messages) if b >= boundary]
+        candidates = boundaries_from(messages, boundary)
         fitting = (b for b in candidates if suffix[b - boundary] <= budget)
         return _Plan(boundary=next(fitting, candidates[-1]), first_real=first_real)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.context.boundary import boundaries_from, keep_boundary, shrink_boundary
+from shared.context.boundary import boundaries_from, keep_boundary
 from shared.context.groups import group_starts, is_group_start, tool_groups
 from shared.context.validate import validate_messages
 from shared.messages import Message
@@ -82,13 +82,12 @@ def test_negative_keep_count_is_rejected_by_name() -> None:
         keep_boundary(ten_percent_inside_parallel_batch(), 1, min_index=-1)
 
 
-def test_shrink_boundary_steps_one_group_forward() -> None:
+def test_candidate_boundaries_step_one_group_at_a_time() -> None:
     messages = ten_percent_inside_parallel_batch()
-    assert shrink_boundary(messages, 3) == 5
-    assert shrink_boundary(messages, 4) == 5
-    assert shrink_boundary(messages, 27) == 29
-    assert shrink_boundary(messages, 29) is None
+    assert boundaries_from(messages, 3)[:2] == [3, 5]
+    assert boundaries_from(messages, 4)[0] == 5
     assert boundaries_from(messages, 26) == [27, 29]
+    assert boundaries_from(messages, 30) == []
 
 
 def test_groups_partition_the_history_and_start_on_assistants() -> None:
@@ -145,4 +144,4 @@ def test_a_history_that_opens_with_an_assistant_can_keep_from_zero() -> None:
 def test_empty_history_has_no_groups_and_no_boundary() -> None:
     assert tool_groups(()) == []
     assert keep_boundary((), 0) is None
-    assert shrink_boundary((), 0) is None
+    assert boundaries_from((), 0) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.context.boundary import keep_boundary, shrink_boundary
+from shared.context.boundary import boundaries_from, keep_boundary
 from shared.context.groups import group_starts, tool_groups
 from shared.context.mechanical import drop_oldest_groups
 from shared.context.truncate import truncate_tool_args
@@ -69,16 +69,14 @@ def test_groups_partition_and_every_start_is_a_clean_cut(messages: tuple[Message
 
 @PROPERTY
 @given(histories(min_steps=1), st.data())
-def test_shrink_boundary_walks_forward_through_valid_cuts(
+def test_every_candidate_boundary_from_a_start_is_a_valid_cut(
     messages: tuple[Message, ...], data: st.DataObject
 ) -> None:
     start = data.draw(st.integers(0, len(messages)), label="start")
-    following = shrink_boundary(messages, start)
-    if following is None:
-        assert not [s for s in group_starts(messages) if s > start]
-        return
-    assert following > start
-    assert validate_messages((HEAD, *messages[following:])) == []
+    candidates = boundaries_from(messages, start)
+    assert candidates == [s for s in group_starts(messages) if s >= start]
+    for boundary in candidates:
+        assert validate_messages((HEAD, *messages[boundary:])) == []
 
 
 @PROPERTY
