@@ -253,6 +253,19 @@ def worker_env(settings: Settings) -> dict[str, str]:
 # -- the worker process --------------------------------------------------------------------
 
 
+def spawn(command: list[str], settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
+    """A ``celery`` process in its own process group, logging to ``log_path``."""
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            env=worker_env(settings),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 @dataclass
 class WorkerProcess:
     """``celery -A worker worker`` in its own process group."""
@@ -280,15 +293,7 @@ class WorkerProcess:
             "-P", "prefork", "-c", str(self.concurrency), "-Q", self.queues,
             "-n", self.nodename, "-E", "-l", "info", "--without-mingle", "--without-gossip",
         ]  # fmt: skip
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                command,
-                cwd=REPO_ROOT,
-                env=worker_env(self.settings),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self.process = spawn(command, self.settings, self.log_path)
 
     def wait_ready(self, timeout: float) -> None:
         app = producer_app(self.settings)
@@ -380,15 +385,7 @@ class FlowerProcess:
             f"--port={self.port}", "--address=127.0.0.1",
             f"--basic-auth={self.user}:{self.password}",
         ]  # fmt: skip
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                command,
-                cwd=REPO_ROOT,
-                env=worker_env(self.settings),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self.process = spawn(command, self.settings, self.log_path)
 
     def wait_ready(self, timeout: float) -> None:
         wait_until(self._healthy, timeout, f"flower did not start; log:\n{self._log()}")
