@@ -21,9 +21,9 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from shared.context.validate import validate_messages
 from shared.errors import TranscriptError
@@ -37,6 +37,8 @@ from shared.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+
+ItemT = TypeVar("ItemT", bound=BaseModel)
 
 TranscriptFormat = Literal["messages-json", "claude-code-jsonl"]
 
@@ -121,15 +123,20 @@ def _parse_system(raw: Any, source: str) -> tuple[TextBlock, ...]:
         raise TranscriptError(
             "must be a string or a list of text blocks", source=source, location="system"
         )
-    blocks = []
+    return _parse_items(TextBlock, raw, source, "system")
+
+
+def _parse_items(model: type[ItemT], raw: list[Any], source: str, key: str) -> tuple[ItemT, ...]:
+    """Each item of the ``key`` list as ``model``; a bad one is named by its index."""
+    items = []
     for index, item in enumerate(raw):
         try:
-            blocks.append(TextBlock.model_validate(item))
+            items.append(model.model_validate(item))
         except ValidationError as exc:
             raise TranscriptError(
-                _first_error(exc), source=source, location=f"system[{index}]"
+                _first_error(exc), source=source, location=f"{key}[{index}]"
             ) from None
-    return tuple(blocks)
+    return tuple(items)
 
 
 def _parse_tools(raw: Any, source: str) -> tuple[ToolDefinition, ...]:
@@ -137,21 +144,14 @@ def _parse_tools(raw: Any, source: str) -> tuple[ToolDefinition, ...]:
         return ()
     if not isinstance(raw, list):
         raise TranscriptError("must be a list of tool definitions", source=source, location="tools")
-    tools = []
-    for index, item in enumerate(raw):
-        try:
-            tools.append(ToolDefinition.model_validate(item))
-        except ValidationError as exc:
-            raise TranscriptError(
-                _first_error(exc), source=source, location=f"tools[{index}]"
-            ) from None
+    tools = _parse_items(ToolDefinition, raw, source, "tools")
     names = [tool.name for tool in tools]
     for index, name in enumerate(names):
         if name in names[:index]:
             raise TranscriptError(
                 f"duplicate tool name {name!r}", source=source, location=f"tools[{index}]"
             )
-    return tuple(tools)
+    return tools
 
 
 def _message(raw: Any, source: str, location: str) -> Message:
