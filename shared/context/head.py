@@ -20,7 +20,7 @@ _NOTICE = (
 
 def head_message(record: CompactionRecord | None) -> Message:
     if record is not None and record.summary and record.offload_path:
-        saved_to = _saved_to(record)
+        saved_to = record.saved_to_seq
         message = build_summary_message(
             record.summary,
             offload_path=record.offload_path,
@@ -39,17 +39,11 @@ def head_message(record: CompactionRecord | None) -> Message:
             f"Their full transcript is saved at {record.offload_path}; use the read_file "
             "tool to recover details."
         )
-        if _saved_to(record) < record.kept_from_seq - 1:
-            where += " " + _gap_note(_saved_to(record) + 1, record.kept_from_seq - 1)
+        if record.saved_to_seq < record.kept_from_seq - 1:
+            where += " " + _gap_note(record.saved_to_seq + 1, record.kept_from_seq - 1)
     else:
         where = "They remain in the stored transcript."
     return Message(role="user", content=_NOTICE.format(count=count, where=where))
-
-
-def _saved_to(record: CompactionRecord) -> int:
-    if record.offloaded_to_seq is None:
-        return record.kept_from_seq - 1
-    return record.offloaded_to_seq
 
 
 def _gap_note(first: int, last: int) -> str:

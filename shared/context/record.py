@@ -33,6 +33,13 @@ class CompactionRecord(BaseModel):
     # (they are still in the store, which is never rewritten).
     offloaded_to_seq: int | None = None
 
+    @property
+    def saved_to_seq(self) -> int:
+        """The last sequence number whose message the history file holds."""
+        if self.offloaded_to_seq is not None:
+            return self.offloaded_to_seq
+        return self.kept_from_seq - 1
+
 
 class RunState(BaseModel):
     """The run's private state.

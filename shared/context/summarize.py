@@ -237,7 +237,7 @@ class SummarizationMiddleware(PassThrough):
         body = call.request.messages[first_real:]
         overflowed = call.force in ("overflow", "truncate")
         scale = _undercount_scale(call)
-        saved_before = _saved_to(previous)
+        saved_before = previous.saved_to_seq if previous else None
 
         def record_for(cut: int, offload_path: str | None) -> CompactionRecord:
             kept_from_seq = _kept_from(call, first_real + cut)
@@ -409,11 +409,3 @@ def _window(call: ModelCall, profile: ModelProfile) -> int:
     if isinstance(revealed, int) and 0 < revealed < profile.max_input_tokens:
         return revealed
     return profile.max_input_tokens
-
-
-def _saved_to(record: CompactionRecord | None) -> int | None:
-    if record is None:
-        return None
-    if record.offloaded_to_seq is not None:
-        return record.offloaded_to_seq
-    return record.kept_from_seq - 1
