@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.messages import (
+from shared.core.messages import (
     Message,
     Request,
     TextBlock,

@@ -31,17 +31,18 @@ from pathlib import Path
 
 import redis
 
-from shared.config import Settings
-from shared.context.inline import InlineOffloader, InlineSummarizer
-from shared.context.ports import SummaryJob
+from shared.compaction.jobs import SummaryJob
+from shared.core.messages import Message, StoredMessage
+from shared.core.settings import Settings
 from shared.history.local import LocalHistory
-from shared.messages import Message, StoredMessage
-from shared.queue import QueuedSummarizer, make_queued_ports
-from shared.queue.config import SUMMARIZE_TASK
+from shared.queue import QueuedSummarizer
+from shared.queue.celery_config import SUMMARIZE_TASK
 from shared.queue.dispatch import CeleryDispatcher, producer_app
 from shared.queue.keys import JobKey
-from shared.queue.ports import job_key, summarize_kwargs
+from shared.queue.queued import job_key, summarize_kwargs
 from shared.store import Store
+from shared.summarizers.inline import InlineOffloader, InlineSummarizer
+from shared.wiring.queue import make_queued_ports
 from tests.integration.worker_support import (
     CountingProvider,
     ProviderProbe,

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from shared.agent.factory import Agent, build_agent
-from shared.agent.observer import LoopObserver
-from shared.config import Settings, load_settings
-from shared.messages import Request, Response
+from shared.core.messages import Request, Response
+from shared.core.settings import Settings, load_settings
+from shared.middleware.observer import LoopObserver
 from shared.providers.base import Capabilities
 from shared.providers.scripted import Reply, ScriptedProvider, text_reply, tool_reply
 from shared.store import Store
+from shared.wiring.agent import Agent, build_agent
 
 TEST_MODEL = "test-model"
 

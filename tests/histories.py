@@ -18,7 +18,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from shared.messages import (
+from shared.core.messages import (
     ContentBlock,
     ImageBlock,
     Message,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from shared.errors import HistoryPathError
+from shared.core.errors import HistoryPathError
 from shared.history.paths import is_under, joined, normalize, section_keys, section_text
 
 

@@ -6,7 +6,7 @@ Run a pool per queue (summaries are slow LLM calls, offloads are quick writes)::
     celery -A worker worker -Q offload -c 2 -n offload@%h
     celery -A worker flower --basic-auth=admin:secret
 
-Every reliability setting lives in :func:`shared.queue.config.celery_config`, which the
+Every reliability setting lives in :func:`shared.queue.celery_config.celery_config`, which the
 agent's producer shares, so both sides agree on routing, serialization and limits.
 """
 
@@ -16,8 +16,8 @@ import contextlib
 
 from celery import Celery
 
-from shared.config import Settings, load_settings
-from shared.queue.config import celery_config
+from shared.core.settings import Settings, load_settings
+from shared.queue.celery_config import celery_config
 
 
 def create_app(settings: Settings | None = None) -> Celery:

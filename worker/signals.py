@@ -23,8 +23,8 @@ from typing import Any
 
 from celery import signals
 
-from shared import telemetry as t
-from shared.telemetry_setup import TelemetryHandle, setup_telemetry
+from shared.telemetry import names as t
+from shared.telemetry.setup import TelemetryHandle, setup_telemetry
 
 logger = logging.getLogger(__name__)
 

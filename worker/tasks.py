@@ -1,4 +1,4 @@
-"""The summarize and offload tasks: thin shells over :mod:`shared.queue.execution`.
+"""The summarize and offload tasks: thin shells over :mod:`worker.execution`.
 
 Arguments are ids and sequence numbers (the worker reloads the evicted range from the
 store), results go to the job's own Redis key (``ignore_result``: Celery's result
@@ -23,14 +23,14 @@ from typing import Any
 from billiard.einfo import ExceptionInfo
 from celery import Task
 
-from shared.config import load_settings
-from shared.errors import TransientProviderError
-from shared.queue.config import OFFLOAD_TASK, SUMMARIZE_TASK, WORKER_LOST_RETRY_DELAY
-from shared.queue.execution import WorkerServices, record_failure, run_offload, run_summary
+from shared.core.errors import TransientProviderError
+from shared.core.settings import load_settings
+from shared.queue.celery_config import OFFLOAD_TASK, SUMMARIZE_TASK, WORKER_LOST_RETRY_DELAY
 from shared.queue.keys import JobKind
 from shared.queue.lease import LeaseBusyError
-from shared.queue.ports import job_key
+from shared.queue.queued import job_key
 from worker.app import app
+from worker.execution import WorkerServices, record_failure, run_offload, run_summary
 
 TRANSIENT_RETRIES = 5
 RETRY_BACKOFF_MAX = 30

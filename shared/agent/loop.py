@@ -16,17 +16,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from shared.agent.chain import assemble, run_chain
-from shared.agent.filesystem import FilesystemMiddleware
-from shared.agent.observer import LoopObserver, NullObserver
-from shared.agent.tools import ToolRegistry, calling_session
-from shared.context.head import head_message
-from shared.context.middleware import Assembly, Middleware, ModelCall, StateHolder
-from shared.context.record import CompactionReason, CompactionRecord
-from shared.context.repair import sendable
-from shared.context.validate import validate_request
-from shared.errors import ContextOverflowError, InvalidInputError, InvalidRequestError
-from shared.messages import (
+from shared.compaction.head import head_message
+from shared.compaction.record import CompactionReason, CompactionRecord
+from shared.compaction.repair import sendable
+from shared.compaction.validate import validate_request
+from shared.core.errors import ContextOverflowError, InvalidInputError, InvalidRequestError
+from shared.core.messages import (
     Message,
     Request,
     Response,
@@ -35,9 +30,14 @@ from shared.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from shared.middleware.base import Assembly, Middleware, ModelCall, StateHolder
+from shared.middleware.chain import assemble, run_chain
+from shared.middleware.filesystem import FilesystemMiddleware
+from shared.middleware.observer import LoopObserver, NullObserver
 from shared.providers.base import Provider
 from shared.store import Store
 from shared.tokens.base import Estimator
+from shared.tools.builtin import ToolRegistry, calling_session
 
 log = logging.getLogger(__name__)
 

@@ -15,13 +15,13 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from shared.agent.factory import build_agent
 from shared.agent.loop import TurnResult
 from shared.cli.errors import EXIT_OK, error_line, failure_for
 from shared.cli.output import notice
 from shared.cli.wiring import anthropic_provider, instrumented, settings_with, telemetry
-from shared.errors import ConfigError, HangoError
-from shared.history.paths import validate_session_id
+from shared.core.errors import ConfigError, HangoError
+from shared.core.ids import validate_session_id
+from shared.wiring.agent import build_agent
 
 PROMPT = "you> "
 EXIT_WORDS = frozenset({"/exit", "/quit"})

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from shared.errors import (
+from shared.core.errors import (
     CannotFitError,
     ConfigError,
     HangoError,

@@ -16,7 +16,7 @@ from rich.table import Table
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from shared.context.record import CompactionRecord
+from shared.compaction.record import CompactionRecord
 
 # Tables written to a file or a pipe get this width rather than rich's 80 columns.
 PIPE_WIDTH = 120

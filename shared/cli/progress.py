@@ -17,10 +17,10 @@ from rich.live import Live
 from rich.text import Text
 
 from shared.agent.loop import TurnResult
-from shared.agent.observer import NullObserver
 from shared.cli.output import by_reason, stderr_console
-from shared.context.record import CompactionRecord
-from shared.messages import Request, Response
+from shared.compaction.record import CompactionRecord
+from shared.core.messages import Request, Response
+from shared.middleware.observer import NullObserver
 
 
 def count_breakpoints(request: Request) -> int:

@@ -28,7 +28,6 @@ from pathlib import Path
 from statistics import mean
 from typing import IO, Any
 
-from shared.agent.factory import Agent, build_agent
 from shared.cli.output import (
     by_reason,
     compaction_json,
@@ -44,14 +43,15 @@ from shared.cli.replaying import (
     replay_transcript,
     transcript_tools,
 )
+from shared.cli.transcripts import Transcript, load_transcript
 from shared.cli.wiring import anthropic_provider, history_file, instrumented, telemetry, with_window
-from shared.config import Settings, load_settings
-from shared.context.extractive import ExtractiveSummarizer
-from shared.errors import ConfigError
+from shared.compaction.extractive import ExtractiveSummarizer
+from shared.core.errors import ConfigError
+from shared.core.profiles import Profiles
+from shared.core.settings import Settings, load_settings
 from shared.history.paths import conversation_history_path
-from shared.profiles import Profiles
 from shared.tokens import make_estimator
-from shared.transcripts import Transcript, load_transcript
+from shared.wiring.agent import Agent, build_agent
 
 
 def add_parser(commands: Any) -> None:

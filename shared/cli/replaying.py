@@ -17,10 +17,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.agent.factory import Agent
-from shared.agent.filesystem import FilesystemMiddleware
 from shared.agent.loop import TurnResult
-from shared.agent.tools import (
+from shared.cli.transcripts import Transcript, split_turns
+from shared.compaction.record import CompactionRecord
+from shared.core.errors import ContextOverflowError, ProviderError
+from shared.core.messages import (
+    ContentBlock,
+    Message,
+    Request,
+    Response,
+    TextBlock,
+    ToolResultBlock,
+    Usage,
+)
+from shared.middleware.filesystem import FilesystemMiddleware
+from shared.providers.base import Capabilities
+from shared.tokens import Estimator
+from shared.tools.builtin import (
     COMPACT_CONVERSATION,
     EDIT_FILE,
     LS,
@@ -30,20 +43,7 @@ from shared.agent.tools import (
     ToolOutcome,
     tool_error,
 )
-from shared.context.record import CompactionRecord
-from shared.errors import ContextOverflowError, ProviderError
-from shared.messages import (
-    ContentBlock,
-    Message,
-    Request,
-    Response,
-    TextBlock,
-    ToolResultBlock,
-    Usage,
-)
-from shared.providers.base import Capabilities
-from shared.tokens import Estimator
-from shared.transcripts import Transcript, split_turns
+from shared.wiring.agent import Agent
 
 BUILTIN_TOOL_NAMES = frozenset(
     t.name for t in (READ_FILE, WRITE_FILE, EDIT_FILE, LS, COMPACT_CONVERSATION)

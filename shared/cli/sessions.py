@@ -24,10 +24,11 @@ from shared.cli.output import (
     stdout_console,
 )
 from shared.cli.wiring import history_file, settings_with
-from shared.config import Settings
-from shared.history.factory import history_from_settings
-from shared.history.paths import conversation_history_path, validate_session_id
+from shared.core.ids import validate_session_id
+from shared.core.settings import Settings
+from shared.history.paths import conversation_history_path
 from shared.store import Store
+from shared.wiring.history import history_from_settings
 
 
 def add_parsers(commands: Any) -> None:

@@ -33,7 +33,7 @@ from shared.cli.wiring import (
     telemetry,
     with_window,
 )
-from shared.config import Settings, load_settings
+from shared.core.settings import Settings, load_settings
 from shared.providers.base import Provider
 from shared.simulate.runner import Simulation, SimulationOutcome, build_simulation, scripted_model
 

@@ -11,16 +11,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from shared.agent.observer import LoopObserver
-from shared.config import Settings, load_settings
-from shared.errors import ConfigError, QueueUnavailableError
+from shared.core.errors import ConfigError, QueueUnavailableError
+from shared.core.settings import Settings, load_settings
 from shared.history.base import HistoryBackend
 from shared.history.local import LocalHistory
+from shared.middleware.observer import LoopObserver
 from shared.providers.base import Provider
-from shared.providers.instrumented import instrument_provider
-from shared.telemetry import PURPOSE_CHAT, PURPOSE_SUMMARIZE
-from shared.telemetry_observer import TelemetryObserver
-from shared.telemetry_setup import TelemetryHandle, setup_telemetry
+from shared.telemetry.names import PURPOSE_CHAT, PURPOSE_SUMMARIZE
+from shared.telemetry.observer import TelemetryObserver
+from shared.telemetry.provider import instrument_provider
+from shared.telemetry.setup import TelemetryHandle, setup_telemetry
 
 SERVICE_NAME = "hango"
 WORKER_PING_TIMEOUT = 3.0

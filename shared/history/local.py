@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from io import BufferedRandom
 from pathlib import Path
 
-from shared.errors import HistoryPathError
+from shared.core.errors import HistoryPathError
 from shared.history.paths import is_under, joined, normalize, section_keys, section_text
 
 _TEMP_PREFIX = ".hango-tmp-"

@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from shared.messages import (
+from shared.core.messages import (
     ContentBlock,
     ImageBlock,
     RedactedThinkingBlock,

@@ -12,13 +12,11 @@ a keyed section was appended, so both backends agree on what a file contains.
 
 from __future__ import annotations
 
-import re
-
-from shared.errors import HistoryPathError, InvalidSessionIdError
+from shared.core.errors import HistoryPathError
+from shared.core.ids import is_safe_id, validate_session_id
 
 # ASCII only (the explicit ranges do not match other scripts' letters or digits), so no
 # look-alike or full-width character can smuggle a dot or slash into a file name.
-_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 MAX_PATH_CHARS = 1024
 MAX_SEGMENT_BYTES = 255
 MAX_SECTION_KEY_CHARS = 200
@@ -29,20 +27,9 @@ SECTION_MARKER_PREFIX = "<!-- hango-section: "
 SECTION_MARKER_SUFFIX = " -->"
 
 
-def _is_safe_id(value: object) -> bool:
-    return isinstance(value, str) and _SAFE_ID.fullmatch(value) is not None and ".." not in value
-
-
-def validate_session_id(session_id: str) -> str:
-    """``session_id`` itself when it can safely be a file name; else ``InvalidSessionIdError``."""
-    if not _is_safe_id(session_id):
-        raise InvalidSessionIdError(str(session_id))
-    return session_id
-
-
 def validate_tool_use_id(tool_use_id: str) -> str:
     """``tool_use_id`` itself when it can safely be a file name; else ``HistoryPathError``."""
-    if not _is_safe_id(tool_use_id):
+    if not is_safe_id(tool_use_id):
         shown = str(tool_use_id)[:80]
         raise HistoryPathError(
             f"{LARGE_TOOL_RESULTS_DIR}/{shown}",

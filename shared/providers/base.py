@@ -1,16 +1,16 @@
 """The provider boundary: one required ability and one optional one.
 
 ``Provider.complete`` sends a request and returns the model's response, raising the
-errors of :mod:`shared.errors` (never an SDK exception). ``TokenCounter`` is optional and
-checked with ``isinstance``: a provider that can count a request exactly implements it.
+errors of :mod:`shared.core.errors` (never an SDK exception). The optional ability to count a
+request exactly is :class:`shared.tokens.base.TokenCounter`, checked with ``isinstance``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
-from shared.messages import Request, Response
+from shared.core.messages import Request, Response
 
 
 @dataclass(frozen=True)
@@ -33,10 +33,3 @@ class Provider(Protocol):
     def capabilities(self) -> Capabilities: ...
 
     def complete(self, request: Request) -> Response: ...
-
-
-@runtime_checkable
-class TokenCounter(Protocol):
-    """Counts the input tokens of a whole request, exactly as the provider will."""
-
-    def count_tokens(self, request: Request, *, timeout: float) -> int: ...

@@ -14,8 +14,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from shared.errors import ProviderError
-from shared.messages import Request, Response, TextBlock, ToolUseBlock, Usage
+from shared.core.errors import ProviderError
+from shared.core.messages import Request, Response, TextBlock, ToolUseBlock, Usage
 from shared.providers.base import Capabilities
 
 Reply = Response | BaseException | Callable[[Request], Response]

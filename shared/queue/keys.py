@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.messages import StoredMessage
+from shared.core.messages import StoredMessage
 
 JobKind = Literal["summary", "offload"]
 

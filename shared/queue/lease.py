@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import redis
 
-from shared.errors import HangoError
+from shared.core.errors import HangoError
 
 log = logging.getLogger(__name__)
 

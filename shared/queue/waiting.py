@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from shared.errors import QueueUnavailableError
+from shared.core.errors import QueueUnavailableError
 from shared.queue.keys import JobKey
 from shared.queue.results import JobState
 

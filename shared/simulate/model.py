@@ -25,9 +25,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.config import Settings
-from shared.errors import ContextOverflowError
-from shared.messages import (
+from shared.core.errors import ContextOverflowError
+from shared.core.messages import (
     Message,
     Request,
     Response,
@@ -36,6 +35,7 @@ from shared.messages import (
     ToolUseBlock,
     Usage,
 )
+from shared.core.settings import Settings
 from shared.providers.base import Capabilities
 from shared.simulate.plan import Call, Step, plan_task
 from shared.simulate.summary import is_summary_request, scripted_summary

@@ -13,20 +13,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.agent.factory import Agent, build_agent, open_store
 from shared.agent.loop import TurnResult
-from shared.agent.observer import LoopObserver
-from shared.config import Settings
-from shared.context.record import CompactionRecord
-from shared.history.factory import history_from_settings
+from shared.compaction.record import CompactionRecord
+from shared.core.ids import validate_session_id
+from shared.core.profiles import Profiles
+from shared.core.settings import Settings
 from shared.history.local import LocalHistory
-from shared.history.paths import conversation_history_path, validate_session_id
-from shared.profiles import Profiles
+from shared.history.paths import conversation_history_path
+from shared.middleware.observer import LoopObserver
 from shared.providers.base import Provider
 from shared.simulate.commands import PretendShell
 from shared.simulate.model import ScriptedCodingModel
 from shared.simulate.user import ScriptedUser
 from shared.store.repository import SessionInfo
+from shared.wiring.agent import Agent, build_agent, open_store
+from shared.wiring.history import history_from_settings
 
 TurnCallback = Callable[[int, TurnResult], None]
 

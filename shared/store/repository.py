@@ -22,9 +22,9 @@ from sqlalchemy import Connection, Engine, Row, create_engine, event, func, sele
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
-from shared.context.record import RunState
-from shared.history.paths import validate_session_id
-from shared.messages import Message, StoredMessage
+from shared.compaction.record import RunState
+from shared.core.ids import validate_session_id
+from shared.core.messages import Message, StoredMessage
 from shared.store.tables import conflict_insert, messages, runs, sessions
 
 RUN_STATUSES = frozenset({"running", "completed", "failed"})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from shared.messages import Message, Request
+from shared.core.messages import Message, Request
 
 
 @runtime_checkable
@@ -27,3 +27,10 @@ class Estimator(Protocol):
     def estimate_request(self, request: Request) -> int:
         """Tokens of the whole request, framing included."""
         ...
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts the input tokens of a whole request, exactly as the provider will."""
+
+    def count_tokens(self, request: Request, *, timeout: float) -> int: ...

@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from shared.messages import (
+from shared.core.messages import (
     ContentBlock,
     ImageBlock,
     Message,

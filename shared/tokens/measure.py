@@ -16,9 +16,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Literal, TypeGuard
 
-from shared.messages import Request
-from shared.providers.base import TokenCounter
-from shared.tokens.base import Estimator
+from shared.core.messages import Request
+from shared.tokens.base import Estimator, TokenCounter
 
 log = logging.getLogger(__name__)
 

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared.config import Settings
-from shared.context.extractive import ExtractiveSummarizer
-from shared.context.inline import InlineOffloader
-from shared.context.ports import SummaryJob
+from shared.compaction.extractive import ExtractiveSummarizer
+from shared.compaction.jobs import SummaryJob
+from shared.core.messages import Message
+from shared.core.settings import Settings
 from shared.history.local import LocalHistory
-from shared.messages import Message
-from shared.queue import make_queued_ports
-from shared.queue.config import SUMMARIZE_TASK
+from shared.queue.celery_config import SUMMARIZE_TASK
 from shared.store import Store
+from shared.summarizers.inline import InlineOffloader
+from shared.wiring.queue import make_queued_ports
 from tests.integration.worker_support import (
     FlowerProcess,
     ProviderProbe,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine, func, select
 
-from shared.config import load_settings
-from shared.history.factory import history_from_settings
+from shared.core.settings import load_settings
 from shared.history.paths import conversation_history_path
 from shared.history.postgres import PostgresHistory
 from shared.store.tables import history_sections
-from tests.unit.test_history_local import HistoryContract, race_one_key
+from shared.wiring.history import history_from_settings
+from tests.unit.history.test_local import HistoryContract, race_one_key
 
 pytestmark = pytest.mark.integration
 

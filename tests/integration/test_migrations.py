@@ -11,7 +11,7 @@ from sqlalchemy import inspect
 
 from shared.store.repository import engine_from_url
 from shared.store.tables import metadata
-from tests.unit.test_store_sqlite import (
+from tests.unit.store.test_store_sqlite import (
     REPO_ROOT,
     MigrationsContract,
     columns,

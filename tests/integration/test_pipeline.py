@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import event
 
 from shared.agent.loop import merge_consecutive
-from shared.context.validate import validate_request
-from shared.errors import ContextOverflowError
+from shared.compaction.validate import validate_request
+from shared.core.errors import ContextOverflowError
+from shared.core.messages import Message, TextBlock, ToolUseBlock
 from shared.history.paths import conversation_history_path
-from shared.messages import Message, TextBlock, ToolUseBlock
 from shared.providers.scripted import text_reply, tool_reply
 from shared.store import Store
 from shared.tokens import make_estimator

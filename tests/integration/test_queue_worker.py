@@ -22,22 +22,23 @@ from typing import Any
 import pytest
 import redis
 
-from shared.config import Settings
-from shared.context.inline import InlineOffloader, InlineSummarizer, offload_key
-from shared.context.ports import OffloadJob, SummaryJob, SummaryResult
-from shared.context.record import CompactionRecord
-from shared.errors import ContextOverflowError
+from shared.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
+from shared.compaction.record import CompactionRecord
+from shared.core.errors import ContextOverflowError
+from shared.core.messages import Message, StoredMessage
+from shared.core.settings import Settings
 from shared.history.local import LocalHistory
 from shared.history.paths import conversation_history_path, section_marker
-from shared.messages import Message, StoredMessage
 from shared.providers.scripted import ScriptedProvider, text_reply
-from shared.queue import QueuedOffloader, QueuedSummarizer, make_queued_ports
-from shared.queue.config import OFFLOAD_TASK
+from shared.queue import QueuedOffloader, QueuedSummarizer
+from shared.queue.celery_config import OFFLOAD_TASK
 from shared.queue.dispatch import CeleryDispatcher, producer_app
 from shared.queue.keys import JobKey
 from shared.queue.lease import Lease, LeaseBusyError, held_lease
 from shared.queue.results import ResultCache
 from shared.store import Store
+from shared.summarizers.inline import InlineOffloader, InlineSummarizer, offload_key
+from shared.wiring.queue import make_queued_ports
 from tests.agent_support import build
 from tests.integration.worker_support import (
     ProviderProbe,

@@ -7,9 +7,9 @@ import json
 import pytest
 from sqlalchemy import text
 
-from shared.messages import Message
+from shared.core.messages import Message
 from shared.store import Store
-from tests.unit.test_store_sqlite import StoreContract, run_threads, tool_batch_conversation
+from tests.unit.store.test_store_sqlite import StoreContract, run_threads, tool_batch_conversation
 
 pytestmark = pytest.mark.integration
 

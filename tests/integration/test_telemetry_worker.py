@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared import telemetry as t
-from shared.agent.factory import build_agent
-from shared.providers.instrumented import instrument_provider
 from shared.providers.scripted import ScriptedProvider, text_reply
-from shared.queue.config import SUMMARIZE_TASK
+from shared.queue.celery_config import SUMMARIZE_TASK
 from shared.store import Store
-from shared.telemetry_celery import CeleryPublishTracer
-from shared.telemetry_observer import TelemetryObserver
+from shared.telemetry import names as t
+from shared.telemetry.observer import TelemetryObserver
+from shared.telemetry.provider import instrument_provider
+from shared.telemetry.publish import CeleryPublishTracer
+from shared.wiring.agent import build_agent
 from tests.agent_support import TEST_MODEL
 from tests.integration.worker_support import (
     ProviderProbe,

@@ -34,9 +34,9 @@ from typing import Any
 import redis
 from celery import Celery
 
-from shared.config import Settings, load_settings
-from shared.errors import TransientProviderError
-from shared.messages import Request, Response
+from shared.core.errors import TransientProviderError
+from shared.core.messages import Request, Response
+from shared.core.settings import Settings, load_settings
 from shared.providers.base import Capabilities
 from shared.providers.scripted import text_reply
 from shared.queue.dispatch import producer_app

@@ -1,0 +1,395 @@
+"""Loading recorded agent sessions for ``hango replay``.
+
+Two shapes are read:
+
+* a JSON file in the Messages API request shape ``{"system", "tools", "messages"}``
+  (extra top-level keys such as ``source`` are ignored);
+* a Claude Code session JSONL file: one entry per line, where ``user`` and ``assistant``
+  entries carry ``message: {role, content}``. Claude Code streams one assistant reply
+  over several entries and writes each tool result as its own entry, so consecutive
+  entries of one role are merged back into one message; every other entry type
+  (``summary``, ``system``, ``file-history-snapshot``, sub-agent side chains) is skipped.
+
+A transcript is validated completely before anything uses it (roles, tool_use /
+tool_result pairing, unique tool ids) and every error names the line (JSONL) or the
+message index (JSON), so a replay never starts on input it would choke on halfway.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from shared.compaction.validate import validate_messages
+from shared.core.errors import TranscriptError
+from shared.core.messages import (
+    ContentBlock,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolDefinition,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+
+ItemT = TypeVar("ItemT", bound=BaseModel)
+
+TranscriptFormat = Literal["messages-json", "claude-code-jsonl"]
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """A validated recorded session: what the agent was given and what was said."""
+
+    source: str
+    format: TranscriptFormat
+    system: tuple[TextBlock, ...]
+    tools: tuple[ToolDefinition, ...]
+    messages: tuple[Message, ...]
+    locations: tuple[str, ...]  # where each message came from, for error messages
+
+    @property
+    def assistant_messages(self) -> int:
+        return sum(1 for message in self.messages if message.role == "assistant")
+
+
+def load_transcript(path: Path) -> Transcript:
+    """Read and validate a transcript file, or raise :class:`TranscriptError`."""
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TranscriptError("no such file", source=source, location="file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TranscriptError(f"cannot read it ({exc})", source=source, location="file") from None
+    if _looks_like_jsonl(path, text):
+        return parse_claude_code_jsonl(text, source)
+    return parse_messages_json(text, source)
+
+
+def _looks_like_jsonl(path: Path, text: str) -> bool:
+    if path.suffix == ".jsonl":
+        return True
+    if path.suffix == ".json":
+        return False
+    first = text.lstrip().split("\n", 1)[0]
+    try:
+        entry = json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(entry, dict) and "messages" not in entry
+
+
+# --- Messages API JSON -------------------------------------------------------------------
+
+
+def parse_messages_json(text: str, source: str) -> Transcript:
+    """Parse ``{"system", "tools", "messages"}``; errors name the message index."""
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise TranscriptError(
+            f"not valid JSON ({exc.msg})", source=source, location=where
+        ) from None
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        raise TranscriptError(
+            'expected a JSON object with a "messages" list (the Messages API request shape)',
+            source=source,
+            location="top level",
+        )
+    system = _parse_system(body.get("system"), source)
+    tools = _parse_tools(body.get("tools"), source)
+    merged = _MessageBuilder()
+    for index, raw in enumerate(body["messages"]):
+        location = f"messages[{index}]"
+        message = _message(raw, source, location)
+        merged.add(message.role, message.blocks(), location, original=message)
+    return _validated(source, "messages-json", system, tools, merged)
+
+
+def _parse_system(raw: Any, source: str) -> tuple[TextBlock, ...]:
+    if raw is None or raw == "":
+        return ()
+    if isinstance(raw, str):
+        return (TextBlock(text=raw),)
+    if not isinstance(raw, list):
+        raise TranscriptError(
+            "must be a string or a list of text blocks", source=source, location="system"
+        )
+    return _parse_items(TextBlock, raw, source, "system")
+
+
+def _parse_items(model: type[ItemT], raw: list[Any], source: str, key: str) -> tuple[ItemT, ...]:
+    """Each item of the ``key`` list as ``model``; a bad one is named by its index."""
+    items = []
+    for index, item in enumerate(raw):
+        try:
+            items.append(model.model_validate(item))
+        except ValidationError as exc:
+            raise TranscriptError(
+                _first_error(exc), source=source, location=f"{key}[{index}]"
+            ) from None
+    return tuple(items)
+
+
+def _parse_tools(raw: Any, source: str) -> tuple[ToolDefinition, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise TranscriptError("must be a list of tool definitions", source=source, location="tools")
+    tools = _parse_items(ToolDefinition, raw, source, "tools")
+    names = [tool.name for tool in tools]
+    for index, name in enumerate(names):
+        if name in names[:index]:
+            raise TranscriptError(
+                f"duplicate tool name {name!r}", source=source, location=f"tools[{index}]"
+            )
+    return tools
+
+
+def _message(raw: Any, source: str, location: str) -> Message:
+    """One raw message; only ``role`` and ``content`` are kept (the API accepts no others)."""
+    if not isinstance(raw, dict) or "role" not in raw or "content" not in raw:
+        raise TranscriptError(
+            'expected an object with "role" and "content"', source=source, location=location
+        )
+    try:
+        return Message.model_validate({"role": raw["role"], "content": raw["content"]})
+    except ValidationError as exc:
+        raise TranscriptError(_first_error(exc), source=source, location=location) from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    # For a union (string or blocks) the deepest location is the branch that nearly matched.
+    first = max(exc.errors(), key=lambda error: len(error["loc"]))
+    where = _readable_location(first["loc"])
+    return f"{where}: {first['msg']}" if where else str(first["msg"])
+
+
+def _readable_location(loc: tuple[int | str, ...]) -> str:
+    """``content[0].tool_use_id`` rather than pydantic's union and tag names."""
+    shown = ""
+    after_index = False
+    for part in loc:
+        if isinstance(part, int):
+            shown += f"[{part}]"
+            after_index = True
+        elif "[" in part or (after_index and part in _BLOCK_TAGS) or part in ("str", "tuple"):
+            after_index = False
+        else:
+            shown += f".{part}" if shown else part
+            after_index = False
+    return shown
+
+
+_BLOCK_TAGS = frozenset(
+    {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking", "other"}
+)
+
+
+# --- Claude Code JSONL ---------------------------------------------------------------------
+
+
+def parse_claude_code_jsonl(text: str, source: str) -> Transcript:
+    """Parse a Claude Code session log; errors name the line."""
+    merged = _MessageBuilder()
+    for number, entry in _jsonl_entries(text, source):
+        location = f"line {number}"
+        if entry.get("type") not in ("user", "assistant") or entry.get("isSidechain") is True:
+            continue
+        raw = entry.get("message")
+        role = entry["type"]
+        if not isinstance(raw, dict) or raw.get("role") != role:
+            raise TranscriptError(
+                f'a {role} entry needs "message": {{"role": "{role}", "content": ...}}',
+                source=source,
+                location=location,
+            )
+        message = _message(raw, source, location)
+        kept = tuple(block for block in message.blocks() if _worth_replaying(block))
+        if kept:
+            merged.add(message.role, kept, location, reply_id=raw.get("id"))
+    return _validated(source, "claude-code-jsonl", (), (), merged)
+
+
+def _jsonl_entries(text: str, source: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TranscriptError(
+                f"not valid JSON ({exc.msg}, column {exc.colno})",
+                source=source,
+                location=f"line {number}",
+            ) from None
+        if not isinstance(entry, dict):
+            raise TranscriptError(
+                "expected a JSON object", source=source, location=f"line {number}"
+            )
+        yield number, entry
+
+
+def _worth_replaying(block: ContentBlock) -> bool:
+    # Recorded thinking is signed for the original model and request; the replayed
+    # requests do not enable thinking, so it is left out (as the API would ignore it).
+    if isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+        return False
+    # The API rejects empty text blocks; Claude Code occasionally records them.
+    return not (isinstance(block, TextBlock) and not block.text.strip())
+
+
+# --- merging and validation ----------------------------------------------------------------
+
+
+@dataclass
+class _Draft:
+    role: str
+    blocks: list[ContentBlock]
+    locations: list[str]  # one per block
+    where: str  # where the message starts (it may have no block at all)
+    reply_id: str | None = None
+    original: Message | None = None  # kept as recorded when nothing was merged into it
+
+
+class _MessageBuilder:
+    """Merges consecutive same-role entries into messages, remembering each block's origin."""
+
+    def __init__(self) -> None:
+        self.drafts: list[_Draft] = []
+
+    def add(
+        self,
+        role: str,
+        blocks: tuple[ContentBlock, ...],
+        location: str,
+        *,
+        reply_id: Any = None,
+        original: Message | None = None,
+    ) -> None:
+        origins = [location] * len(blocks)
+        if self._continues_interleaved_reply(role, reply_id):
+            # One streamed reply whose tool results were logged between its parts: the
+            # parts belong to the assistant message before those results.
+            self._extend(self.drafts[-2], blocks, origins)
+        elif self.drafts and self.drafts[-1].role == role:
+            self._extend(self.drafts[-1], blocks, origins)
+        else:
+            reply = reply_id if isinstance(reply_id, str) else None
+            self.drafts.append(_Draft(role, list(blocks), origins, location, reply, original))
+
+    @staticmethod
+    def _extend(draft: _Draft, blocks: tuple[ContentBlock, ...], origins: list[str]) -> None:
+        draft.blocks.extend(blocks)
+        draft.locations.extend(origins)
+        draft.original = None
+
+    def _continues_interleaved_reply(self, role: str, reply_id: Any) -> bool:
+        if role != "assistant" or not isinstance(reply_id, str) or len(self.drafts) < 2:
+            return False
+        previous, between = self.drafts[-2], self.drafts[-1]
+        if between.role != "user":
+            return False
+        only_results = all(isinstance(block, ToolResultBlock) for block in between.blocks)
+        return previous.reply_id == reply_id and only_results
+
+
+def _validated(
+    source: str,
+    fmt: TranscriptFormat,
+    system: tuple[TextBlock, ...],
+    tools: tuple[ToolDefinition, ...],
+    merged: _MessageBuilder,
+) -> Transcript:
+    drafts = merged.drafts
+    if not drafts:
+        raise TranscriptError("no user or assistant messages", source=source, location="file")
+    if drafts[0].role != "user":
+        raise TranscriptError(
+            "the conversation must start with a user message",
+            source=source,
+            location=drafts[0].where,
+        )
+    _check_pairing(drafts, source)
+    if not any(draft.role == "assistant" for draft in drafts):
+        raise TranscriptError("no assistant message to replay", source=source, location="file")
+    messages = tuple(draft.original or _merged_message(draft) for draft in drafts)
+    locations = tuple(draft.where for draft in drafts)
+    # Everything else the API would refuse (empty content, empty text, a result given
+    # twice), found here so that nothing is written for a transcript that cannot replay.
+    for violation in validate_messages(messages):
+        raise TranscriptError(
+            violation.detail, source=source, location=locations[violation.message_index]
+        )
+    return Transcript(source, fmt, system, tools, messages, locations)
+
+
+def _merged_message(draft: _Draft) -> Message:
+    return Message.model_validate({"role": draft.role, "content": tuple(draft.blocks)})
+
+
+def _check_pairing(drafts: list[_Draft], source: str) -> None:
+    """Every tool_use answered in the next message, every tool_result answering the previous."""
+    seen: set[str] = set()
+    for index, draft in enumerate(drafts):
+        asked = _tool_use_ids(draft, source, seen)
+        follower = drafts[index + 1] if index + 1 < len(drafts) else None
+        answered = _answered_ids(follower)
+        for tool_id, location in asked.items():
+            if follower is not None and tool_id not in answered:
+                raise TranscriptError(
+                    f"tool_use {tool_id} has no tool_result in the next message",
+                    source=source,
+                    location=location,
+                )
+        previous_asked = _tool_use_ids(drafts[index - 1], source, None) if index else {}
+        for block, location in zip(draft.blocks, draft.locations, strict=True):
+            if isinstance(block, ToolResultBlock) and block.tool_use_id not in previous_asked:
+                raise TranscriptError(
+                    f"tool_result for {block.tool_use_id} answers no tool_use"
+                    " of the previous message",
+                    source=source,
+                    location=location,
+                )
+
+
+def _tool_use_ids(draft: _Draft, source: str, seen: set[str] | None) -> dict[str, str]:
+    asked: dict[str, str] = {}
+    for block, location in zip(draft.blocks, draft.locations, strict=True):
+        if not isinstance(block, ToolUseBlock):
+            continue
+        if draft.role != "assistant":
+            raise TranscriptError("tool_use in a user message", source=source, location=location)
+        if seen is not None:
+            if block.id in seen:
+                raise TranscriptError(
+                    f"duplicate tool_use id {block.id}", source=source, location=location
+                )
+            seen.add(block.id)
+        asked[block.id] = location
+    return asked
+
+
+def _answered_ids(draft: _Draft | None) -> set[str]:
+    if draft is None:
+        return set()
+    return {block.tool_use_id for block in draft.blocks if isinstance(block, ToolResultBlock)}
+
+
+def split_turns(messages: tuple[Message, ...]) -> list[tuple[Message, ...]]:
+    """Cut a conversation into turns: each starts at a user message that answers no tool."""
+    turns: list[list[Message]] = []
+    for message in messages:
+        opens_turn = message.role == "user" and not any(message.tool_results())
+        if opens_turn or not turns:
+            turns.append([])
+        turns[-1].append(message)
+    return [tuple(turn) for turn in turns]

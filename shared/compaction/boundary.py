@@ -1,0 +1,53 @@
+"""The keep boundary: the index from which messages are kept verbatim.
+
+The compacted request is ``[head] + messages[boundary:]``. The boundary is always a group
+start (an assistant message that no tool_use/tool_result pair straddles, see
+:mod:`shared.compaction.groups`), so the kept part opens with an assistant message right
+after the user-role head and carries every tool_use together with its tool_result.
+
+The raw boundary ``len(messages) - keep_count`` is moved *back* when it is not a group
+start: keeping a few more messages is always safe, keeping fewer could split a batch.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+
+from shared.compaction.groups import group_starts
+from shared.core.messages import Message
+
+
+def keep_boundary(
+    messages: Sequence[Message], keep_count: int, *, min_index: int = 1
+) -> int | None:
+    """The largest group start in ``[min_index, len(messages) - keep_count]``.
+
+    ``keep_count`` is how many trailing messages must stay verbatim at least; the result
+    may keep more (never fewer) so that no tool batch is split. ``min_index`` is the
+    smallest allowed boundary: 1 by default, so the opening user message of a stored
+    history is never the first kept message; pass a previous compaction's boundary to
+    only ever move forward. ``None`` means there is no valid boundary in range, so
+    nothing can be evicted.
+    """
+    if keep_count < 0:
+        raise ValueError(f"keep_count must be >= 0, got {keep_count}")
+    if min_index < 0:
+        raise ValueError(f"min_index must be >= 0, got {min_index}")
+    raw = len(messages) - keep_count
+    starts = group_starts(messages)
+    # Every start is < len(messages), so a kept part is never empty.
+    position = bisect_right(starts, raw) - 1
+    if position < 0 or starts[position] < min_index:
+        return None
+    return starts[position]
+
+
+def boundaries_from(messages: Sequence[Message], start: int) -> list[int]:
+    """Every group start at or after ``start``, ascending (candidate boundaries).
+
+    Moving the boundary to a later candidate evicts exactly one more atomic group: the
+    summarization middleware walks these when the kept part alone is over its target.
+    """
+    starts = group_starts(messages)
+    return starts[bisect_left(starts, start) :]

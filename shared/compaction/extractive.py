@@ -1,0 +1,138 @@
+"""A summarizer that needs no model: a briefing extracted from the evicted messages.
+
+It is the last rung of the summary ladder (cache, queue, inline LLM, extractive): when no
+model summary can be had, the turn still completes with a summary that keeps what a
+fresh agent needs most — the user's requests verbatim, the files touched, the errors,
+the latest results — and points at the history file for the rest. It is deterministic
+and bounded: every list and every quoted text has a cap, so repeated compactions (each
+folding the previous summary) cannot grow the summary without limit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from shared.compaction.jobs import SummaryJob, SummaryResult
+from shared.compaction.summary_prompt import artifact_index
+from shared.core.messages import StoredMessage, ToolResultBlock
+
+SUMMARIZER_NAME = "extractive"
+
+MAX_USER_REQUESTS = 20  # the first 5 and the last 15 when there are more
+USER_REQUEST_CHARS = 2_000
+MAX_STATEMENTS = 15  # the last ones
+STATEMENT_CHARS = 300
+MAX_RESULTS = 5  # the last ones
+RESULT_CHARS = 400
+MAX_ERRORS = 10  # the last ones
+MAX_ARTIFACTS = 100
+PREVIOUS_SUMMARY_CHARS = 8_000
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_WHITESPACE = re.compile(r"\s+")
+
+
+class ExtractiveSummarizer:
+    """``Summarizer`` without a model: deterministic, instant, never fails."""
+
+    name = SUMMARIZER_NAME
+
+    def summarize(self, job: SummaryJob) -> SummaryResult:
+        return SummaryResult(text=extractive_briefing(job), summarizer=SUMMARIZER_NAME)
+
+
+def extractive_briefing(job: SummaryJob) -> str:
+    """The briefing text: fixed sections, each bounded, empty sections left out."""
+    evicted = job.evicted
+    sections = [
+        f"_Extractive summary of messages {job.from_seq} to {job.to_seq}, assembled without "
+        "a model; the history file holds every message verbatim._",
+        _section("Earlier summary", [bounded(job.previous_summary or "", PREVIOUS_SUMMARY_CHARS)]),
+        _section("User requests", _user_requests(evicted)),
+        _section("Assistant statements", _statements(evicted)),
+        _section("Files and artifacts", _bullets(artifact_index(evicted)[:MAX_ARTIFACTS])),
+        _section("Tool calls", _tool_counts(evicted)),
+        _section("Errors", _results(evicted, errors_only=True)[-MAX_ERRORS:]),
+        _section("Latest tool results", _results(evicted, errors_only=False)[-MAX_RESULTS:]),
+    ]
+    return "\n\n".join(section for section in sections if section)
+
+
+def _section(title: str, lines: Sequence[str]) -> str:
+    body = [line for line in lines if line]
+    return f"## {title}\n" + "\n".join(body) if body else ""
+
+
+def _bullets(items: Iterable[str]) -> list[str]:
+    return [f"- {item}" for item in items]
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text`` stripped, cut to its first ``limit`` characters with the cut marked."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} [... {len(text) - limit} more characters]"
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line (whitespace collapsed), bounded."""
+    return bounded(_WHITESPACE.sub(" ", text), limit)
+
+
+def _user_requests(evicted: Sequence[StoredMessage]) -> list[str]:
+    requests = [
+        f"- [seq {stored.seq}] " + _indented(bounded(stored.message.text(), USER_REQUEST_CHARS))
+        for stored in evicted
+        if stored.message.role == "user" and stored.message.text().strip()
+    ]
+    if len(requests) <= MAX_USER_REQUESTS:
+        return requests
+    head, tail = 5, MAX_USER_REQUESTS - 5
+    skipped = len(requests) - head - tail
+    return [*requests[:head], f"- ... {skipped} more requests ...", *requests[-tail:]]
+
+
+def _indented(text: str) -> str:
+    """Continuation lines indented so a multi-line quote stays inside its bullet."""
+    return text.replace("\n", "\n  ")
+
+
+def _statements(evicted: Sequence[StoredMessage]) -> list[str]:
+    statements = [
+        f"- [seq {stored.seq}] {first_sentences(stored.message.text())}"
+        for stored in evicted
+        if stored.message.role == "assistant" and stored.message.text().strip()
+    ]
+    return statements[-MAX_STATEMENTS:]
+
+
+def first_sentences(text: str, count: int = 2) -> str:
+    """The first ``count`` sentences of ``text`` on one line, bounded."""
+    sentences = _SENTENCE_END.split(_WHITESPACE.sub(" ", text.strip()))
+    return one_line(" ".join(sentences[:count]), STATEMENT_CHARS)
+
+
+def _tool_counts(evicted: Sequence[StoredMessage]) -> list[str]:
+    counts = Counter(use.name for stored in evicted for use in stored.message.tool_uses())
+    return [f"- {name} \u00d7{count}" for name, count in sorted(counts.items())]
+
+
+def _results(evicted: Sequence[StoredMessage], *, errors_only: bool) -> list[str]:
+    names = {use.id: use.name for stored in evicted for use in stored.message.tool_uses()}
+    lines = []
+    for stored in evicted:
+        for result in stored.message.tool_results():
+            if errors_only and not result.is_error:
+                continue
+            lines.append(_result_line(stored.seq, result, names))
+    return lines
+
+
+def _result_line(seq: int, result: ToolResultBlock, names: dict[str, str]) -> str:
+    name = names.get(result.tool_use_id, "unknown tool")
+    flag = " error" if result.is_error else ""
+    preview = one_line(result.text(), RESULT_CHARS) or "(no text)"
+    return f"- [seq {seq}] {name} ({result.tool_use_id}){flag}: {preview}"

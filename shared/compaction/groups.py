@@ -1,0 +1,80 @@
+"""Atomic tool groups: where a list of messages may be cut.
+
+An outgoing compacted request is ``[head user message] + kept``, and ``kept`` starts with an
+assistant message, so a cut always falls on an assistant message. An assistant message,
+its ``tool_use`` blocks and the following user message that carries their
+``tool_result`` blocks form one atomic group: a cut at an assistant message evicts the
+previous assistant's calls together with the user message answering them.
+
+Under strict alternation every assistant message starts a group. The rule here is written
+for any list, though: an assistant index ``i`` is a cut point only when no ``tool_result``
+at or after ``i`` answers a ``tool_use`` before ``i``. So even a malformed run such as
+``AI(call a), AI(call b), results(a, b)`` (langchain#38352) is never cut between the two
+calls, where a backward search over id intersections would leave an orphan result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+
+from shared.core.messages import Message
+
+
+def _answered_spans(messages: Sequence[Message]) -> list[tuple[int, int]]:
+    """``(use_index, result_index)`` for every tool_result whose tool_use comes earlier."""
+    used_at: dict[str, int] = {}
+    spans: list[tuple[int, int]] = []
+    for index, message in enumerate(messages):
+        for result in message.tool_results():
+            use_index = used_at.get(result.tool_use_id)
+            if use_index is not None and use_index < index:
+                spans.append((use_index, index))
+        for use in message.tool_uses():
+            # The first occurrence anchors the id; a duplicate id is the validator's business.
+            used_at.setdefault(use.id, index)
+    return spans
+
+
+def _forbidden_cuts(messages: Sequence[Message]) -> list[bool]:
+    """``forbidden[i]`` is true when cutting before message ``i`` splits a use from its result."""
+    # Difference array over cut positions: a span (u, r) forbids every cut in u+1 .. r.
+    depth = [0] * (len(messages) + 1)
+    for use_index, result_index in _answered_spans(messages):
+        depth[use_index + 1] += 1
+        depth[result_index + 1] -= 1
+    forbidden: list[bool] = []
+    open_spans = 0
+    for index in range(len(messages)):
+        open_spans += depth[index]
+        forbidden.append(open_spans > 0)
+    return forbidden
+
+
+def group_starts(messages: Sequence[Message]) -> list[int]:
+    """Indices where a keep boundary may fall, ascending.
+
+    Each is an assistant message that no tool_use/tool_result pair straddles. Index 0 is
+    included when the list itself opens with an assistant message (a kept part).
+    """
+    forbidden = _forbidden_cuts(messages)
+    return [
+        index
+        for index, message in enumerate(messages)
+        if message.role == "assistant" and not forbidden[index]
+    ]
+
+
+def tool_groups(messages: Sequence[Message]) -> list[range]:
+    """The messages partitioned into atomic units, in order.
+
+    Each unit starts at a group start (or at 0 for the leading user message) and runs to
+    the next one; together the ranges cover ``range(len(messages))`` exactly once.
+    """
+    cuts = [0, *(start for start in group_starts(messages) if start > 0), len(messages)]
+    return [range(begin, end) for begin, end in pairwise(cuts) if end > begin]
+
+
+def is_group_start(messages: Sequence[Message], index: int) -> bool:
+    """Whether a keep boundary may fall at ``index``."""
+    return index in group_starts(messages)

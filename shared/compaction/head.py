@@ -1,0 +1,53 @@
+"""The message that opens a compacted request, rebuilt from the compaction record.
+
+It is a pure function of the record, so every call of every later turn sends the same
+bytes for it (the prompt cache depends on that), and a resumed process rebuilds it
+exactly. With a summary it is the summary message; after a mechanical truncation with no
+summary yet it is a short notice that points at the history file.
+"""
+
+from __future__ import annotations
+
+from shared.compaction.record import CompactionRecord
+from shared.compaction.summary_prompt import build_summary_message
+from shared.core.messages import Message, TextBlock
+
+_NOTICE = (
+    "[Context notice] {count} earlier messages of this session were removed from this "
+    "request to fit the model's context window. {where}"
+)
+
+
+def head_message(record: CompactionRecord | None) -> Message:
+    if record is not None and record.summary and record.offload_path:
+        saved_to = record.saved_to_seq
+        message = build_summary_message(
+            record.summary,
+            offload_path=record.offload_path,
+            artifacts=list(record.artifacts),
+            evicted_count=saved_to,
+            from_seq=1,
+            to_seq=saved_to,
+        )
+        if saved_to >= record.kept_from_seq - 1:
+            return message
+        gap = TextBlock(text=_gap_note(saved_to + 1, record.kept_from_seq - 1))
+        return Message(role="user", content=(*message.blocks(), gap))
+    count = record.kept_from_seq - 1 if record else "Some"
+    if record is not None and record.offload_path:
+        where = (
+            f"Their full transcript is saved at {record.offload_path}; use the read_file "
+            "tool to recover details."
+        )
+        if record.saved_to_seq < record.kept_from_seq - 1:
+            where += " " + _gap_note(record.saved_to_seq + 1, record.kept_from_seq - 1)
+    else:
+        where = "They remain in the stored transcript."
+    return Message(role="user", content=_NOTICE.format(count=count, where=where))
+
+
+def _gap_note(first: int, last: int) -> str:
+    return (
+        f"Messages {first} to {last} could not be written to the history file; they remain "
+        "only in the stored transcript."
+    )

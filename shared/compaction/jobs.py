@@ -1,0 +1,61 @@
+"""The two slow operations of compaction, behind small ports.
+
+The middleware only knows these protocols. The in-process implementations run the work
+inline (the embedded default and the fallback); the queued ones (``shared.queue``) send a
+Celery task keyed by ``(session_id, turn)`` and wait for its result in Redis.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from shared.core.messages import StoredMessage, Usage
+
+
+class SummaryJob(BaseModel):
+    """What to summarize: the evicted range ``[from_seq, to_seq]`` of one session.
+
+    ``evicted`` holds the messages themselves for in-process summarizers; a queued
+    summarizer sends only the ids and sequence numbers and the worker reloads the range.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    turn: int
+    from_seq: int
+    to_seq: int
+    previous_summary: str | None
+    evicted: tuple[StoredMessage, ...]
+    model: str
+
+
+class SummaryResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    summarizer: str
+    usage: Usage | None = None
+    fallback_reason: str | None = None
+
+
+class OffloadJob(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    turn: int
+    from_seq: int
+    to_seq: int
+    evicted: tuple[StoredMessage, ...]
+
+
+class Summarizer(Protocol):
+    def summarize(self, job: SummaryJob) -> SummaryResult: ...
+
+
+class HistoryOffloader(Protocol):
+    def offload(self, job: OffloadJob) -> str:
+        """Append the evicted range to the session's history file; return its path."""
+        ...

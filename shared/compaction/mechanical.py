@@ -1,0 +1,87 @@
+"""Mechanical truncation: drop whole oldest tool groups until the request fits.
+
+The last resort, used when summarization failed, produced an invalid request, or the
+retried request overflowed again. No model call: it evicts the fewest oldest atomic
+groups such that ``(head,) + messages[boundary:]`` measures within ``limit``. A boundary
+is always a group start (see :mod:`shared.compaction.groups`), so no tool batch is split and
+the result keeps strict alternation after the user-role ``head``.
+
+The caller supplies ``measure`` (whole-request tokens for a candidate message tuple: it
+closes over the system blocks and tool definitions, which cost the same at every
+boundary) and ``limit``. Taking a measure rather than a yes/no predicate lets
+:class:`~shared.core.errors.CannotFitError` report how far over the smallest possible request
+still is.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable
+
+from shared.compaction.groups import group_starts
+from shared.core.errors import CannotFitError
+from shared.core.messages import Message
+
+Measure = Callable[[tuple[Message, ...]], int]
+"""Tokens of the whole request built from these messages (system and tools included)."""
+
+
+def drop_oldest_groups(
+    messages: tuple[Message, ...],
+    *,
+    head: Message,
+    measure: Measure,
+    limit: int,
+    min_keep_from: int | None = None,
+) -> int:
+    """The smallest boundary ``b`` such that ``measure((head,) + messages[b:]) <= limit``.
+
+    ``b`` is a group start (an assistant message index) at or after ``min_keep_from``
+    (default 0: any group start; pass the previous compaction's boundary so truncation
+    only ever moves forward). Candidates are tried by binary search, which finds the
+    smallest fitting boundary because dropping messages never makes a request bigger;
+    the returned boundary is always one that was measured to fit.
+
+    Raises :class:`CannotFitError` (``tokens`` = size of the smallest candidate request,
+    ``limit``) when even keeping only the last group does not fit, or when there is no
+    group start to cut at.
+    """
+    if min_keep_from is not None and min_keep_from < 0:
+        raise ValueError(f"min_keep_from must be >= 0, got {min_keep_from}")
+    starts = group_starts(messages)
+    candidates = starts[bisect_left(starts, min_keep_from or 0) :]
+    if not candidates:
+        raise _no_boundary(messages, measure, limit, min_keep_from or 0)
+
+    def size_from(boundary: int) -> int:
+        return measure((head, *messages[boundary:]))
+
+    smallest = size_from(candidates[-1])
+    if smallest > limit:
+        raise CannotFitError(
+            f"even the last tool group (from message {candidates[-1]}) with the head message "
+            f"measures {smallest} tokens, over the limit of {limit}",
+            tokens=smallest,
+            limit=limit,
+        )
+    # Invariant: candidates[high] fits; find the first candidate that fits.
+    low, high = 0, len(candidates) - 1
+    while low < high:
+        middle = (low + high) // 2
+        if size_from(candidates[middle]) <= limit:
+            high = middle
+        else:
+            low = middle + 1
+    return candidates[high]
+
+
+def _no_boundary(
+    messages: tuple[Message, ...], measure: Measure, limit: int, min_keep_from: int
+) -> CannotFitError:
+    tokens = measure(messages)
+    return CannotFitError(
+        f"no assistant message at or after index {min_keep_from} to cut at "
+        f"({len(messages)} messages, {tokens} tokens, limit {limit})",
+        tokens=tokens,
+        limit=limit,
+    )

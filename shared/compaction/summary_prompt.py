@@ -1,0 +1,285 @@
+"""The summarizer's request and the summary message that replaces the evicted messages.
+
+The summary is a briefing for a fresh agent that continues the work, so the prompt asks
+for fixed sections and an identifier-preservation clause: agents that lose paths, ids or
+commands in a summary fabricate them afterwards (the most common complaint about
+compaction in peer projects).
+
+The summary request is itself a request the validator must accept: one user message,
+no tools, every ``tool_use``/``tool_result`` of the evicted range rendered as text. Its
+transcript is bounded to ``max_input_chars`` (see :func:`render_transcript`).
+
+Everything here is deterministic: the summary message opens the compacted history and
+carries a prompt-cache breakpoint, so the same inputs must give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from shared.compaction.jobs import SummaryJob
+from shared.core.messages import (
+    Message,
+    RedactedThinkingBlock,
+    Request,
+    StoredMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+
+SUMMARY_SECTIONS = (
+    "Goal and user requests",
+    "Current state",
+    "Files and artifacts",
+    "Decisions",
+    "Errors and fixes",
+    "Open questions",
+    "Next step",
+)
+
+MAX_LISTED_ARTIFACTS = 100
+
+# About 100k tokens at 4 characters a token: half of a 200k window, leaving room for the
+# prompt, the previous summary and the reply on the smallest model we summarize with.
+DEFAULT_SUMMARY_INPUT_CHARS = 400_000
+
+SUMMARY_SYSTEM_PROMPT = (
+    "You write the briefing that lets a fresh agent continue a long working session. The "
+    "agent will see your briefing in place of the earlier messages, followed by the most "
+    "recent messages verbatim. It cannot ask you questions, so the briefing must be "
+    "complete enough to continue the work without repeating it.\n\n"
+    "IDENTIFIER PRESERVATION: copy verbatim, never paraphrase or abbreviate, every "
+    "identifier the work depends on: ids, UUIDs and hashes, file paths and file names, "
+    "URLs, hosts and ports, branch names, commands and their flags, function, class and "
+    "variable names, error messages, exact tool-call results that matter (numbers, "
+    "versions, outputs), the decisions taken, the open questions and the current plan. "
+    "If unsure whether a detail matters, keep it.\n\n"
+    "Write Markdown with exactly these sections, in this order (write 'None.' under a "
+    "section with nothing to report):\n"
+    + "".join(f"## {title}\n" for title in SUMMARY_SECTIONS)
+    + "\nUnder 'Goal and user requests' keep every user request and constraint, quoting "
+    "the user's own words where they are short. Under 'Current state' say what is done, "
+    "what is in progress and what is verified. Under 'Files and artifacts' list every "
+    "file created, read or changed, with what changed. Under 'Next step' give the single "
+    "next action, precise enough to execute.\n\n"
+    "Do not call any tools. Reply with the briefing only: no preamble, no closing remarks."
+)
+
+
+def build_summary_request(
+    job: SummaryJob,
+    *,
+    model: str,
+    max_tokens: int,
+    max_input_chars: int = DEFAULT_SUMMARY_INPUT_CHARS,
+) -> Request:
+    """The summarizer call: one user message holding the previous summary and the transcript."""
+    transcript = render_transcript(job.evicted, max_chars=max_input_chars)
+    return Request(
+        model=model,
+        max_tokens=max_tokens,
+        system=(TextBlock(text=SUMMARY_SYSTEM_PROMPT),),
+        messages=(Message(role="user", content=(TextBlock(text=_instructions(job, transcript)),)),),
+    )
+
+
+def _instructions(job: SummaryJob, transcript: str) -> str:
+    span = f"messages {job.from_seq} to {job.to_seq} of session {job.session_id}"
+    if job.previous_summary:
+        head = (
+            "Below is the previous briefing, which covers everything before these messages, "
+            f"followed by the newly evicted {span}. Update the previous summary with the "
+            "newly evicted messages: produce one briefing that covers both, keeping every "
+            "identifier from either.\n\n"
+            f"<previous_summary>\n{job.previous_summary}\n</previous_summary>\n\n"
+        )
+    else:
+        head = f"Below are the evicted {span}. Write the briefing for them.\n\n"
+    return (
+        f"{head}<transcript>\n{transcript}\n</transcript>\n\n"
+        "Very long tool inputs and results in the transcript may be cut to their head and "
+        "tail; each cut is marked. Write the briefing now, with the sections listed in "
+        "your instructions. Do not call any tools."
+    )
+
+
+def build_summary_message(
+    summary: str,
+    *,
+    offload_path: str,
+    artifacts: Sequence[str],
+    evicted_count: int,
+    from_seq: int,
+    to_seq: int,
+) -> Message:
+    """The single user message that opens a compacted history."""
+    text = (
+        "This session is being continued from an earlier conversation that ran out of "
+        "context. The earlier messages are summarized below. The full transcript of the "
+        f"{evicted_count} earlier messages (sequence {from_seq} to {to_seq}) is saved at "
+        f"{offload_path}; use the read_file tool to recover details (exact file contents, "
+        "command output, error text) that the summary leaves out.\n\n"
+        f"<summary>\n{summary.strip()}\n</summary>"
+        f"{_artifact_section(artifacts)}\n\n"
+        "Continue the work from where it left off, without asking the user to repeat "
+        "anything."
+    )
+    return Message(role="user", content=(TextBlock(text=text),))
+
+
+def _artifact_section(artifacts: Sequence[str]) -> str:
+    if not artifacts:
+        return ""
+    listed = [f"- {item}" for item in artifacts[:MAX_LISTED_ARTIFACTS]]
+    if len(artifacts) > MAX_LISTED_ARTIFACTS:
+        listed.append(f"- ... and {len(artifacts) - MAX_LISTED_ARTIFACTS} more in the transcript")
+    return "\n\nFiles and artifacts the earlier messages referred to:\n" + "\n".join(listed)
+
+
+# --- The evicted range as text -------------------------------------------------------
+
+# Per-payload caps tried in turn until the transcript fits; ``None`` means "verbatim".
+_PAYLOAD_CAPS: tuple[int | None, ...] = (None, 16_000, 8_000, 4_000, 2_000, 1_000, 500)
+
+
+def render_transcript(
+    evicted: Sequence[StoredMessage], *, max_chars: int = DEFAULT_SUMMARY_INPUT_CHARS
+) -> str:
+    """The evicted messages as plain text for the summarizer, at most ``max_chars`` long.
+
+    Tool calls and results become text, so the summary request holds no tool blocks.
+    When the verbatim text is too long, each tool input, tool result and thinking block
+    is cut to its head and tail (16,000 characters, then halved down to 500); if even
+    that does not fit, the middle of the whole transcript is dropped (a quarter of the
+    bound from the start, the rest from the end). Every cut is marked in the text.
+    """
+    rendered = ""
+    for cap in _PAYLOAD_CAPS:
+        rendered = _render_all(evicted, cap)
+        if len(rendered) <= max_chars:
+            return rendered
+    return _drop_middle(rendered, max_chars)
+
+
+def _render_all(evicted: Sequence[StoredMessage], cap: int | None) -> str:
+    names = {use.id: use.name for stored in evicted for use in stored.message.tool_uses()}
+    return "\n\n".join(_render_message(stored, names, cap) for stored in evicted)
+
+
+def _render_message(stored: StoredMessage, names: dict[str, str], cap: int | None) -> str:
+    lines = [f"[seq {stored.seq}] {stored.message.role.upper()}:"]
+    for block in stored.message.blocks():
+        if isinstance(block, TextBlock):
+            lines.append(block.text)
+        elif isinstance(block, ToolUseBlock):
+            arguments = json.dumps(block.input, ensure_ascii=False)
+            lines.append(f"[tool call {block.name} id={block.id}] {clip(arguments, cap)}")
+        elif isinstance(block, ToolResultBlock):
+            name = names.get(block.tool_use_id, "unknown tool")
+            flag = " ERROR" if block.is_error else ""
+            lines.append(f"[tool result for {block.tool_use_id} ({name}){flag}]")
+            lines.append(clip(block.text(), cap))
+        elif isinstance(block, ThinkingBlock):
+            lines.append(f"[thinking] {clip(block.thinking, cap)}")
+        elif not isinstance(block, RedactedThinkingBlock):
+            lines.append(f"[{block.type} block]")
+    return "\n".join(lines)
+
+
+def clip(text: str, cap: int | None) -> str:
+    """``text`` cut to its head and tail when longer than ``cap``, with the cut marked."""
+    if cap is None or len(text) <= cap:
+        return text
+    half = cap // 2
+    omitted = len(text) - 2 * half
+    return f"{text[:half]}\n[... {omitted} characters omitted here ...]\n{text[-half:]}"
+
+
+def _drop_middle(text: str, max_chars: int) -> str:
+    note = "\n\n[... {} characters of the transcript omitted here to fit the bound ...]\n\n"
+    room = max(0, max_chars - len(note.format(len(text))))
+    head = room // 4
+    tail = room - head
+    omitted = len(text) - head - tail
+    return text[:head] + note.format(omitted) + (text[-tail:] if tail else "")
+
+
+# --- The artifact index --------------------------------------------------------------
+
+_PATH_KEYS = frozenset(
+    [
+        "path",
+        "paths",
+        "file",
+        "files",
+        "file_path",
+        "filepath",
+        "filename",
+        "file_name",
+        "notebook_path",
+        "dir",
+        "directory",
+        "cwd",
+        "url",
+        "urls",
+        "uri",
+    ]
+)
+_COMMAND_KEYS = frozenset({"command", "cmd", "script"})
+_URL = re.compile(r"https?://[^\s'\"<>`)\]]+")
+_PATH = re.compile(r"(?:~|\.{1,2})?/[\w.@+%=-]+(?:/[\w.@+%=-]*)*|[\w.@+%=-]+(?:/[\w.@+%=-]+)+")
+_PATH_TOKEN = re.compile(rf"(?<![\w/.~@+%=-])(?:{_PATH.pattern})")
+_OFFLOADED = re.compile(r"/large_tool_results/[\w.-]+")
+_TRAILING = ".,;:'\""
+# Redirection targets in command lines, not artifacts of the work.
+_NOT_ARTIFACTS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+
+
+def artifact_index(evicted: Sequence[StoredMessage]) -> list[str]:
+    """File paths and URLs the evicted range worked on, in order of first appearance.
+
+    Taken from tool inputs: values under path-like keys (``path``, ``file_path``, ``url``,
+    ...), path and URL tokens of command lines, and any other input value that is a path
+    or URL on its own; plus the offloaded large tool results the range referred to.
+    """
+    found: dict[str, None] = {}
+    for stored in evicted:
+        for block in stored.message.blocks():
+            if isinstance(block, ToolUseBlock):
+                found.update(dict.fromkeys(_artifacts_in(block.input)))
+            elif isinstance(block, ToolResultBlock):
+                found.update(dict.fromkeys(_OFFLOADED.findall(block.text())))
+    return list(found)
+
+
+def _artifacts_in(value: Any, key: str = "") -> Iterator[str]:
+    if isinstance(value, dict):
+        for child_key, child in value.items():
+            yield from _artifacts_in(child, str(child_key).lower())
+    elif isinstance(value, list):
+        for item in value:
+            yield from _artifacts_in(item, key)
+    elif isinstance(value, str):
+        yield from _artifacts_in_text(value, key)
+
+
+def _artifacts_in_text(text: str, key: str) -> Iterator[str]:
+    value = text.strip()
+    if not value or "\n" in value or len(value) > 1024:
+        return
+    if key in _PATH_KEYS:
+        yield value
+    elif key in _COMMAND_KEYS:
+        urls = _URL.findall(value)
+        yield from (url.rstrip(_TRAILING) for url in urls)
+        for url in urls:
+            value = value.replace(url, " ")
+        paths = (path.rstrip(_TRAILING) for path in _PATH_TOKEN.findall(value))
+        yield from (path for path in paths if path not in _NOT_ARTIFACTS)
+    elif _URL.fullmatch(value) or _PATH.fullmatch(value):
+        yield value

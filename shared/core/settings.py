@@ -1,0 +1,144 @@
+"""The one settings object, built once from ``HANGO_*`` at start-up and passed down.
+
+Nothing else in the product reads ``os.environ`` for its own configuration. A bad value
+fails here, at start-up, with a :class:`~shared.core.errors.ConfigError` naming the variable.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+
+from shared.core.errors import ConfigError
+
+ENV_PREFIX = "HANGO_"
+DEFAULT_DATABASE_URL = "sqlite:///.hango/hango.db"
+DEFAULT_HISTORY_ROOT = Path(".hango/history")
+
+ModelName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class ProfileOverride(BaseModel):
+    """One entry of ``HANGO_MODEL_PROFILES``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    # strict: JSON ``true`` is not a window of 1 token.
+    max_input_tokens: int = Field(gt=0, strict=True)
+    trigger_frac: float | None = Field(default=None, gt=0, le=1)
+    keep_frac: float | None = Field(default=None, gt=0, lt=1)
+    summarizer_model: ModelName | None = None
+
+
+class Settings(BaseSettings):
+    """Every knob of the product. Field ``x`` is read from ``HANGO_X``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        frozen=True,
+        extra="ignore",
+        populate_by_name=True,
+        # ``HANGO_X=`` means "not set" (as in compose files), not an empty model name or
+        # a history root of ``.``; and no timeout or fraction may be inf or nan.
+        env_ignore_empty=True,
+        allow_inf_nan=False,
+    )
+
+    model: ModelName = "claude-sonnet-4-6"
+    model_profiles: dict[ModelName, ProfileOverride] = Field(default_factory=dict)
+    summarizer_model: ModelName | None = None
+    context_trigger_frac: float = Field(default=0.85, gt=0, le=1)
+    context_keep_frac: float = Field(default=0.10, gt=0, lt=1)
+    tool_arg_max_tokens: int = Field(default=2000, gt=0)
+    tool_result_offload_tokens: int = Field(default=20000, gt=0)
+    estimator: Literal["tiktoken", "heuristic"] = "tiktoken"
+
+    database_url: str = DEFAULT_DATABASE_URL
+    redis_url: str | None = None
+    history_backend: Literal["local", "postgres"] = "local"
+    history_root: Path = DEFAULT_HISTORY_ROOT
+
+    anthropic_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("HANGO_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
+    )
+    anthropic_base_url: str | None = None
+    provider_timeout: float = Field(default=120.0, gt=0)
+    provider_max_retries: int = Field(default=2, ge=0)
+    count_tokens_timeout: float = Field(default=2.0, gt=0)
+    summarizer_timeout: float = Field(default=60.0, gt=0)
+    queue_deadline: float = Field(default=90.0, gt=0)
+
+    # The worker system (shared/queue, worker/). The limits nest:
+    # summarizer_timeout < worker_soft_time_limit < worker_time_limit < queue_visibility_timeout,
+    # checked when the Celery configuration is built (shared.queue.celery_config).
+    worker_summarizer: str = "anthropic"  # anthropic | extractive | package.module:factory
+    worker_soft_time_limit: float = Field(default=90.0, gt=0)
+    worker_time_limit: float = Field(default=120.0, gt=0)
+    queue_visibility_timeout: float = Field(default=600.0, gt=0)
+    queue_restore_interval: int = Field(default=10, gt=0)
+    queue_lease_ttl: float = Field(default=15.0, gt=0)
+    queue_enqueue_ttl: float = Field(default=30.0, gt=0)
+    queue_result_ttl: float = Field(default=7 * 24 * 3600.0, gt=0)
+
+    @field_validator("anthropic_api_key", mode="before")
+    @classmethod
+    def _strip_key(cls, value: object) -> object:
+        # A key pasted with a trailing newline makes the HTTP client refuse the header and
+        # quote it in its error; stripping it here is kinder and keeps it out of errors.
+        return value.strip() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _backend_needs_database(self) -> Settings:
+        if self.history_backend == "postgres" and not self.database_url.startswith("postgres"):
+            raise ValueError("history_backend 'postgres' needs a PostgreSQL HANGO_DATABASE_URL")
+        return self
+
+
+def env_name(field: str) -> str:
+    return ENV_PREFIX + field.upper()
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings from the environment (and explicit overrides), or fail clearly."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise _config_error(exc) from None
+    except SettingsError as exc:
+        field = _field_in(str(exc))
+        raise ConfigError(
+            f"{env_name(field)}: not valid JSON ({exc.__cause__ or exc})", variable=env_name(field)
+        ) from None
+
+
+def _config_error(exc: ValidationError) -> ConfigError:
+    first = exc.errors()[0]
+    loc = [str(part) for part in first["loc"]]
+    variable = env_name(loc[0]) if loc else "HANGO_HISTORY_BACKEND"
+    if loc and loc[0] == "anthropic_api_key":
+        variable = "ANTHROPIC_API_KEY"
+    where = ".".join(loc[1:])
+    detail = f" at {where}" if where else ""
+    given = first.get("input")
+    shown = "" if isinstance(given, dict) or given is None else f" (got {given!r})"
+    return ConfigError(f"{variable}{detail}: {first['msg']}{shown}", variable=variable)
+
+
+def _field_in(message: str) -> str:
+    found = re.search(r'field "([a-z_]+)"', message)
+    return found.group(1) if found else "model_profiles"

@@ -1,0 +1,102 @@
+"""The middleware contract: how one model call flows through the chain.
+
+A model call happens in two phases.
+
+1. **Assembly.** Each middleware, in chain order, may contribute system blocks and tool
+   definitions (``contribute``). Because every contribution is in place before any
+   middleware sees the call, the summarization middleware counts the whole request,
+   including blocks contributed after it (memory), and the prompt-cache middleware
+   records the index of the last stable block at its own position in the chain.
+2. **Call.** Each middleware's ``wrap`` receives the call and the rest of the chain
+   (``call_next``) and returns the model's response. It never edits the call: it passes a
+   new one (``call.evolve(...)``) with a new request.
+
+``ModelCall.seqs`` runs beside ``request.messages``: the store sequence number of each
+outgoing message, or ``None`` for a message the pipeline made (the summary message).
+``ModelCall.stored`` holds the original stored messages behind the outgoing ones, so the
+offload and the summary see them verbatim even after truncation shortened the copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from shared.compaction.record import CompactionReason, CompactionRecord, RunState
+from shared.core.messages import Request, Response, StoredMessage, TextBlock, ToolDefinition
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """The fixed part of a request, built along the chain."""
+
+    system: tuple[TextBlock, ...] = ()
+    tools: tuple[ToolDefinition, ...] = ()
+    stable_system_index: int | None = None
+
+    def add(
+        self,
+        system: tuple[TextBlock, ...] = (),
+        tools: tuple[ToolDefinition, ...] = (),
+    ) -> Assembly:
+        return dataclasses.replace(self, system=self.system + system, tools=self.tools + tools)
+
+
+class StateHolder:
+    """The run's private state, shared by the middleware of one turn and saved by the loop."""
+
+    def __init__(self, state: RunState | None = None) -> None:
+        self.state = state or RunState()
+        self.input_tokens = 0
+
+    def measured(self, tokens: int) -> None:
+        """The latest input-token figure of this turn's outgoing request."""
+        self.input_tokens = tokens
+
+    def record(self, record: CompactionRecord) -> None:
+        self.state = self.state.with_compaction(record)
+
+    def force(self, reason: CompactionReason | None) -> None:
+        self.state = self.state.forcing(reason)
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One model call on its way to the provider."""
+
+    session_id: str
+    turn: int
+    request: Request
+    seqs: tuple[int | None, ...]
+    state: StateHolder
+    stored: tuple[StoredMessage, ...] = ()
+    force: CompactionReason | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def evolve(self, **changes: Any) -> ModelCall:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def summary_message_present(self) -> bool:
+        return bool(self.seqs) and self.seqs[0] is None
+
+
+Handler = Callable[[ModelCall], Response]
+
+
+class Middleware(Protocol):
+    def contribute(self, assembly: Assembly) -> Assembly: ...
+
+    def wrap(self, call: ModelCall, call_next: Handler) -> Response: ...
+
+
+class PassThrough:
+    """Base for middleware that only needs one of the two hooks."""
+
+    def contribute(self, assembly: Assembly) -> Assembly:
+        return assembly
+
+    def wrap(self, call: ModelCall, call_next: Handler) -> Response:
+        return call_next(call)

@@ -1,0 +1,54 @@
+"""The middleware chain, assembled in one place so its order can be read at a glance."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import reduce
+
+from shared.core.messages import Response
+from shared.middleware.base import Assembly, Handler, Middleware, ModelCall
+
+
+def build_chain(
+    *,
+    filesystem: Middleware,
+    truncation: Middleware,
+    summarization: Middleware,
+    prompt_cache: Middleware,
+    late: Sequence[Middleware] = (),
+) -> tuple[Middleware, ...]:
+    """The order every model call passes through, outermost first."""
+    return (
+        # Contributes the file tools and their system block; large tool results were
+        # already offloaded by it when they were produced.
+        filesystem,
+        # The cheapest mechanism first: old large tool arguments/results become previews.
+        truncation,
+        # Counts the whole request (every block contributed anywhere in the chain) and
+        # compacts over the trigger; the result is validated before it moves on.
+        summarization,
+        # Breakpoints on the last stable system block and on the summary message.
+        prompt_cache,
+        # The slot for blocks contributed later (memory): they land after the system
+        # breakpoint by design, because they change more often than what precedes it.
+        *late,
+    )
+
+
+def assemble(chain: Sequence[Middleware], base: Assembly | None = None) -> Assembly:
+    """Phase one: every middleware contributes system blocks and tools, in chain order.
+
+    ``base`` holds what comes before every contribution: the agent's own system prompt,
+    the most stable block of all.
+    """
+    return reduce(lambda assembly, mw: mw.contribute(assembly), chain, base or Assembly())
+
+
+def run_chain(chain: Sequence[Middleware], call: ModelCall, terminal: Handler) -> Response:
+    """Phase two: the call passes through every middleware's ``wrap``, then ``terminal``."""
+
+    def link(middleware: Middleware, call_next: Handler) -> Handler:
+        return lambda c: middleware.wrap(c, call_next)
+
+    handler = reduce(lambda inner, mw: link(mw, inner), reversed(chain), terminal)
+    return handler(call)

@@ -1,0 +1,125 @@
+"""The file system as the model sees it: its tools, their system block, large results.
+
+``contribute`` adds the tool definitions of the agent's ``ToolRegistry`` (the file tools,
+``compact_conversation`` and any extra tools) and one stable system block that explains
+the files and the two history directories. One registry feeds both the definitions the
+model sees and the tools the loop executes, so the two cannot drift apart.
+
+``offload_large_result`` runs when a tool result is produced, before it is stored: a
+result over ``max_result_tokens`` is written in full to ``/large_tool_results/{id}`` and
+the stored result becomes a head/tail preview naming that path. The transcript then holds
+the preview from the start, so every later request is smaller and stays byte-identical
+(nothing is rewritten later, which keeps the prompt cache valid).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from shared.core.errors import HangoError
+from shared.core.messages import TextBlock
+from shared.history.base import HistoryBackend
+from shared.history.paths import large_tool_result_path
+from shared.middleware.base import Assembly, PassThrough
+from shared.tokens.base import Estimator
+from shared.tools.builtin import ToolRegistry
+
+logger = logging.getLogger(__name__)
+
+PREVIEW_LINES = 10
+PREVIEW_CHARS = 2_000
+
+FILES_PROMPT = (
+    "## Files\n"
+    "You have a file system with the tools read_file, write_file, edit_file and ls. Paths "
+    "are absolute (for example /notes/plan.md).\n"
+    "- /conversation_history/ holds the full transcript of earlier messages that were "
+    "summarized to free context space. When the summary lacks a detail (an exact path, "
+    "command, output or error), read it there instead of guessing.\n"
+    "- /large_tool_results/ holds tool results too large to show in full; the preview you "
+    "were shown names the file.\n"
+    "Both directories are read-only. read_file returns a page at a time: use offset and "
+    "limit to read long files.\n"
+    "Call compact_conversation when the context is filled with material you no longer "
+    "need in full; the earlier conversation is then summarized and saved."
+)
+
+
+class FilesystemMiddleware(PassThrough):
+    """Contributes the tools and their system block; offloads large tool results."""
+
+    def __init__(
+        self,
+        history: HistoryBackend,
+        *,
+        max_result_tokens: int,
+        estimator: Estimator,
+        tools: ToolRegistry | None = None,
+    ) -> None:
+        if max_result_tokens <= 0:
+            raise ValueError(f"max_result_tokens must be positive, not {max_result_tokens}")
+        self.history = history
+        self.max_result_tokens = max_result_tokens
+        self.estimator = estimator
+        self.tools = tools if tools is not None else ToolRegistry(history)
+
+    def contribute(self, assembly: Assembly) -> Assembly:
+        files = TextBlock(text=FILES_PROMPT)
+        return assembly.add(system=(files,), tools=self.tools.definitions())
+
+    def offload_large_result(self, tool_use_id: str, content: str) -> str:
+        """``content`` itself, or a preview naming the file that now holds it in full."""
+        tokens = self.estimator.estimate(content)
+        if tokens <= self.max_result_tokens:
+            return content
+        try:
+            path = large_tool_result_path(tool_use_id)
+            self.history.write(path, content)
+        except (HangoError, OSError) as error:
+            # Keeping the full result is safe (truncation and compaction still bound the
+            # request); a preview pointing at a file that does not exist is not.
+            logger.warning("could not offload large result of %s: %s", tool_use_id, error)
+            return content
+        return large_result_preview(content, path=path, tokens=tokens)
+
+
+def large_result_preview(
+    content: str,
+    *,
+    path: str,
+    tokens: int,
+    lines: int = PREVIEW_LINES,
+    chars: int = PREVIEW_CHARS,
+) -> str:
+    """The first and last ``lines`` lines (each part at most ``chars``), the path, the size."""
+    head, tail = _head_and_tail(content, lines, chars)
+    line_count = len(content.splitlines())
+    parts = [
+        f"[This tool result is too large to show in full: about {tokens} tokens, "
+        f"{len(content)} characters, {line_count} lines. The full text is saved at {path}; "
+        "read it with read_file, using offset and limit to page through it.]",
+        f"--- start ---\n{head}",
+    ]
+    if tail:
+        parts.append(f"--- end ---\n{tail}")
+    return "\n".join(parts)
+
+
+def _head_and_tail(content: str, lines: int, chars: int) -> tuple[str, str]:
+    all_lines = content.splitlines()
+    if len(all_lines) > 2 * lines:
+        head = "\n".join(all_lines[:lines])
+        tail = "\n".join(all_lines[-lines:])
+    else:
+        # Few but long lines (minified JSON, one huge line): cut by characters instead.
+        head = content[:chars]
+        tail = content[max(chars, len(content) - chars) :]
+    return _clip_end(head, chars), _clip_start(tail, chars)
+
+
+def _clip_end(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[:chars] + " [...]"
+
+
+def _clip_start(text: str, chars: int) -> str:
+    return text if len(text) <= chars else "[...] " + text[-chars:]

@@ -1,0 +1,103 @@
+"""What the loop tells the outside world while it runs.
+
+Telemetry (spans, events, metrics) and the CLI's live progress display are both
+observers; the loop calls every hook of every observer it was given, in order. Hooks
+must not raise: an observer that fails is a bug in the observer, never a failed turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import Protocol
+
+from shared.compaction.record import CompactionRecord
+from shared.core.messages import Request, Response
+
+
+class LoopObserver(Protocol):
+    def turn(self, session_id: str, turn: int) -> AbstractContextManager[None]:
+        """Wraps the whole turn (the turn span lives here)."""
+        ...
+
+    def request_sent(self, session_id: str, turn: int, request: Request, input_tokens: int) -> None:
+        """A request passed validation and is about to go to the provider."""
+        ...
+
+    def response_received(self, session_id: str, turn: int, response: Response) -> None: ...
+
+    def compacted(self, session_id: str, record: CompactionRecord) -> None: ...
+
+    def overflow_retry(self, session_id: str, turn: int, rung: str) -> None:
+        """The provider overflowed; the loop retries with ``rung`` (overflow|truncate)."""
+        ...
+
+    def tool_args_truncated(self, session_id: str, turn: int, count: int) -> None: ...
+
+    def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
+        """A compacted request failed validation and was replaced by mechanical truncation."""
+        ...
+
+
+class NullObserver:
+    """Observes nothing; subclass it and override the hooks you need."""
+
+    @contextmanager
+    def turn(self, session_id: str, turn: int) -> Iterator[None]:
+        yield
+
+    def request_sent(self, session_id: str, turn: int, request: Request, input_tokens: int) -> None:
+        pass
+
+    def response_received(self, session_id: str, turn: int, response: Response) -> None:
+        pass
+
+    def compacted(self, session_id: str, record: CompactionRecord) -> None:
+        pass
+
+    def overflow_retry(self, session_id: str, turn: int, rung: str) -> None:
+        pass
+
+    def tool_args_truncated(self, session_id: str, turn: int, count: int) -> None:
+        pass
+
+    def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
+        pass
+
+
+class Observers(NullObserver):
+    """Fans every hook out to several observers."""
+
+    def __init__(self, observers: list[LoopObserver]) -> None:
+        self._observers = observers
+
+    @contextmanager
+    def turn(self, session_id: str, turn: int) -> Iterator[None]:
+        with ExitStack() as stack:
+            for observer in self._observers:
+                stack.enter_context(observer.turn(session_id, turn))
+            yield
+
+    def request_sent(self, session_id: str, turn: int, request: Request, input_tokens: int) -> None:
+        for observer in self._observers:
+            observer.request_sent(session_id, turn, request, input_tokens)
+
+    def response_received(self, session_id: str, turn: int, response: Response) -> None:
+        for observer in self._observers:
+            observer.response_received(session_id, turn, response)
+
+    def compacted(self, session_id: str, record: CompactionRecord) -> None:
+        for observer in self._observers:
+            observer.compacted(session_id, record)
+
+    def overflow_retry(self, session_id: str, turn: int, rung: str) -> None:
+        for observer in self._observers:
+            observer.overflow_retry(session_id, turn, rung)
+
+    def tool_args_truncated(self, session_id: str, turn: int, count: int) -> None:
+        for observer in self._observers:
+            observer.tool_args_truncated(session_id, turn, count)
+
+    def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
+        for observer in self._observers:
+            observer.invalid_request_blocked(session_id, turn, violations)

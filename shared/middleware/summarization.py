@@ -1,0 +1,411 @@
+"""The summarization middleware: keeps the outgoing request under the trigger.
+
+It counts the whole outgoing request (the provider's counter under a deadline, else the
+estimate). Over the trigger, or when forced (overflow, the ``compact_conversation`` tool),
+it evicts the oldest atomic tool groups: first offloads them to the history file
+(nothing leaves the request that was not offloaded), then obtains the summary, builds
+``[summary message] + kept``, validates it and records the compaction in the run's
+private state. A request that fails validation is never sent: the compaction is abandoned
+and mechanical truncation is used instead.
+
+The stored messages are never touched; only the copy on its way to the provider changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from shared.compaction.boundary import boundaries_from, keep_boundary
+from shared.compaction.extractive import ExtractiveSummarizer
+from shared.compaction.head import head_message
+from shared.compaction.jobs import (
+    HistoryOffloader,
+    OffloadJob,
+    Summarizer,
+    SummaryJob,
+    SummaryResult,
+)
+from shared.compaction.mechanical import drop_oldest_groups
+from shared.compaction.record import CompactionReason, CompactionRecord
+from shared.compaction.summary_prompt import artifact_index
+from shared.compaction.validate import Violation, validate_messages
+from shared.core.errors import CannotFitError
+from shared.core.messages import Message, Request, Response, StoredMessage
+from shared.core.profiles import ModelProfile
+from shared.history.paths import conversation_history_path
+from shared.middleware.base import Handler, ModelCall, PassThrough
+from shared.middleware.observer import LoopObserver, NullObserver
+from shared.providers.base import Provider
+from shared.tokens.base import Estimator
+from shared.tokens.measure import measure_input_tokens
+
+log = logging.getLogger(__name__)
+
+# After a compaction the request should land well under the trigger, so the next few
+# calls do not compact again (thrash): the kept part shrinks until it fits this share.
+TARGET_AFTER_FRAC = 0.60
+# What the summary message is assumed to cost while choosing the boundary.
+SUMMARY_ALLOWANCE_TOKENS = 2_000
+# Identifiers carried in the head message's artifact index, newest last.
+MAX_ARTIFACTS = 200
+
+
+@dataclass(frozen=True)
+class _Plan:
+    boundary: int
+    first_real: int
+
+
+class SummarizationMiddleware(PassThrough):
+    def __init__(
+        self,
+        *,
+        profile: ModelProfile,
+        estimator: Estimator,
+        counter: Provider,
+        count_timeout: float,
+        summarizer: Summarizer,
+        offloader: HistoryOffloader,
+        observer: LoopObserver | None = None,
+        validator: Callable[[Sequence[Message]], list[Violation]] = validate_messages,
+    ) -> None:
+        self.profile = profile
+        self.estimator = estimator
+        self.counter = counter
+        self.count_timeout = count_timeout
+        self.summarizer = summarizer
+        self.offloader = offloader
+        self.observer = observer or NullObserver()
+        self.validator = validator
+
+    def wrap(self, call: ModelCall, call_next: Handler) -> Response:
+        tokens = self._measure(call.request)
+        call.state.measured(tokens)
+        reason = self._reason(call, tokens)
+        if reason is None:
+            return call_next(call)
+        compacted = self._compact(call, reason, tokens)
+        if reason != "truncate" and compacted.state.input_tokens > self.profile.max_input_tokens:
+            # A summary that still leaves the request over the window would only earn a
+            # refusal: truncate now instead of after a wasted round trip.
+            compacted = self._truncate(compacted, compacted.state.input_tokens)
+        return call_next(compacted)
+
+    def _measure(self, request: Request) -> int:
+        """The whole request's input tokens: counted by the provider, else estimated.
+
+        Before and after a compaction are measured the same way, so the two figures of a
+        compaction record are in the same units.
+        """
+        return measure_input_tokens(
+            request, estimator=self.estimator, provider=self.counter, timeout=self.count_timeout
+        ).tokens
+
+    def _reason(self, call: ModelCall, tokens: int) -> CompactionReason | None:
+        summarized_this_turn = any(
+            record.at_turn == call.turn and record.reason != "truncate"
+            for record in call.state.state.compactions
+        )
+        if call.force == "truncate":
+            return "truncate"
+        if call.force == "overflow":
+            # One summary per (session, turn): a second overflow in a turn that already
+            # summarized goes straight to mechanical truncation.
+            return "truncate" if summarized_this_turn else "overflow"
+        if summarized_this_turn:
+            # The turn's one summary is spent; a request measured over the window would
+            # only be refused, so it goes straight to mechanical truncation.
+            return "truncate" if tokens > self.profile.max_input_tokens else None
+        if call.force == "tool":
+            return "tool"
+        return "threshold" if tokens > self.profile.trigger_tokens else None
+
+    def _compact(self, call: ModelCall, reason: CompactionReason, tokens: int) -> ModelCall:
+        if reason == "truncate":
+            return self._truncate(call, tokens)
+        plan = self._plan(call)
+        if plan is None:
+            log.warning(
+                "session %s turn %d: over the trigger but nothing can be evicted",
+                call.session_id,
+                call.turn,
+            )
+            return self._truncate(call, tokens) if reason == "overflow" else call
+        return self._summarize(call, reason, tokens, plan)
+
+    def _plan(self, call: ModelCall) -> _Plan | None:
+        """The keep boundary: the raw keep window moved back to a group start, then moved
+        forward group by group until the kept part plus a summary fits the target."""
+        messages = call.request.messages
+        first_real = 1 if call.summary_message_present else 0
+        keep = self.profile.keep_count(len(messages) - first_real)
+        boundary = keep_boundary(messages, keep, min_index=first_real + 1)
+        if boundary is None:
+            return None
+        target = int(self.profile.max_input_tokens * TARGET_AFTER_FRAC)
+        budget = target - self._summary_allowance(call) - self._fixed_tokens(call.request)
+        # One pass: suffix sums of per-message estimates (cached by the estimator) against
+        # the group starts at or after the raw boundary, the first that fits wins.
+        kept_tokens = [self.estimator.estimate_message(m) for m in messages[boundary:]]
+        suffix = list(itertools.accumulate(reversed(kept_tokens)))[::-1]
+        candidates = boundaries_from(messages, boundary)
+        fitting = (b for b in candidates if suffix[b - boundary] <= budget)
+        return _Plan(boundary=next(fitting, candidates[-1]), first_real=first_real)
+
+    def _fixed_tokens(self, request: Request) -> int:
+        """What the request costs before its messages: system blocks, tools, framing."""
+        return self.estimator.estimate_request(request.model_copy(update={"messages": ()}))
+
+    def _summary_allowance(self, call: ModelCall) -> int:
+        """What the new head message will likely cost: at least the current one's size.
+
+        A rolling summary (and its artifact index) tends to keep the size of the last
+        one, so the previous head is a better guess than any constant.
+        """
+        if not call.summary_message_present:
+            return SUMMARY_ALLOWANCE_TOKENS
+        previous = self.estimator.estimate_message(call.request.messages[0])
+        return max(SUMMARY_ALLOWANCE_TOKENS, previous)
+
+    def _summarize(
+        self, call: ModelCall, reason: CompactionReason, tokens: int, plan: _Plan
+    ) -> ModelCall:
+        kept_from_seq = _seq_at(call, plan.boundary)
+        evicted = _stored_before(call, kept_from_seq)
+        offload_path = self._offload(call, evicted)
+        if offload_path is None:
+            return self._truncate(call, tokens) if reason == "overflow" else call
+        previous = call.state.state.latest
+        result = self._summary(
+            SummaryJob(
+                session_id=call.session_id,
+                turn=call.turn,
+                from_seq=evicted[0].seq,
+                to_seq=evicted[-1].seq,
+                previous_summary=previous.summary if previous else None,
+                evicted=evicted,
+                model=self.profile.summarizer_model or call.request.model,
+            )
+        )
+        artifacts = _merge_artifacts(previous, evicted)
+        record = CompactionRecord(
+            at_turn=call.turn,
+            reason=reason,
+            kept_from_seq=kept_from_seq,
+            summary=result.text,
+            offload_path=offload_path,
+            tokens_before=tokens,
+            tokens_after=0,
+            evicted_messages=len(evicted),
+            summarizer=result.summarizer,
+            fallback_reason=result.fallback_reason,
+            artifacts=artifacts,
+        )
+        compacted = _apply(call, record, plan.boundary)
+        violations = self.validator(compacted.request.messages)
+        if violations:
+            details = [v.detail for v in violations]
+            log.error(
+                "session %s turn %d: compacted request is invalid, falling back to "
+                "mechanical truncation: %s",
+                call.session_id,
+                call.turn,
+                "; ".join(details),
+            )
+            self.observer.invalid_request_blocked(call.session_id, call.turn, details)
+            return self._truncate(call, tokens)
+        return self._commit(compacted, record)
+
+    def _summary(self, job: SummaryJob) -> SummaryResult:
+        """The port's summary; a port that fails outright still leaves a usable briefing."""
+        try:
+            return self.summarizer.summarize(job)
+        except Exception as exc:
+            log.exception("session %s turn %d: summarizer failed", job.session_id, job.turn)
+            fallback = ExtractiveSummarizer().summarize(job)
+            reason = f"summarizer error: {type(exc).__name__}: {exc}"
+            return fallback.model_copy(update={"fallback_reason": reason})
+
+    def _truncate(self, call: ModelCall, tokens: int) -> ModelCall:
+        """Drop whole oldest groups until the request fits (the last rung of the ladder)."""
+        previous = call.state.state.latest
+        first_real = 1 if call.summary_message_present else 0
+        body = call.request.messages[first_real:]
+        overflowed = call.force in ("overflow", "truncate")
+        scale = _undercount_scale(call)
+        saved_before = previous.saved_to_seq if previous else None
+
+        def record_for(cut: int, offload_path: str | None) -> CompactionRecord:
+            kept_from_seq = _kept_from(call, first_real + cut)
+            evicted = _stored_before(call, kept_from_seq)
+            offloaded = offload_path is not None or not evicted
+            return CompactionRecord(
+                at_turn=call.turn,
+                reason="truncate",
+                kept_from_seq=kept_from_seq,
+                summary=previous.summary if previous else None,
+                offload_path=offload_path or (previous.offload_path if previous else None),
+                tokens_before=tokens,
+                tokens_after=0,
+                evicted_messages=len(evicted),
+                summarizer="none",
+                artifacts=_merge_artifacts(previous, evicted),
+                offloaded_to_seq=kept_from_seq - 1 if offloaded else saved_before,
+            )
+
+        def measure(messages: tuple[Message, ...]) -> int:
+            # The head lists the artifacts of what this cut evicts, so it grows with the
+            # cut: measure each candidate with its own head, not the previous one.
+            cut = len(body) - (len(messages) - 1)
+            head = head_message(record_for(cut, conversation_history_path(call.session_id)))
+            request = call.request.model_copy(update={"messages": (head, *messages[1:])})
+            return int(self.estimator.estimate_request(request) * scale)
+
+        # A request the provider refused must lose at least one group: the same request
+        # again would only be refused again.
+        at_least = 1 if overflowed else 0
+        cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
+        evicted = _stored_before(call, _kept_from(call, first_real + cut))
+        record = record_for(cut, self._offload(call, evicted) if evicted else None)
+        return self._commit(_apply(call, record, first_real + cut), record)
+
+    def _fitting_cut(
+        self,
+        call: ModelCall,
+        body: tuple[Message, ...],
+        head: Message,
+        measure: Callable[[tuple[Message, ...]], int],
+        at_least: int,
+    ) -> int:
+        """The smallest cut under the post-compaction target, else the trigger, else the window.
+
+        Headroom is a preference (it keeps the next turns from truncating again); the
+        window is the law, and only failing that fails the run. The window is the
+        profile's, or the smaller one the provider revealed ("... > M maximum"). A cut of
+        at least ``at_least`` is preferred; when only the last group is left, it is all
+        there is to send.
+        """
+        window = _window(call, self.profile)
+        for limit in (int(window * TARGET_AFTER_FRAC), self.profile.trigger_tokens, window):
+            for minimum in dict.fromkeys((at_least, 0)):
+                with contextlib.suppress(CannotFitError):
+                    return drop_oldest_groups(
+                        body, head=head, measure=measure, limit=limit, min_keep_from=minimum
+                    )
+        try:
+            return drop_oldest_groups(body, head=head, measure=measure, limit=window)
+        except CannotFitError as exc:
+            raise CannotFitError(
+                f"session {call.session_id} turn {call.turn}: even the newest tool group "
+                f"alone needs about {exc.tokens} tokens, over the model's window of {window}; "
+                "give the model a larger window (HANGO_MODEL_PROFILES) or shorten large tool "
+                "results when they are produced (HANGO_TOOL_RESULT_OFFLOAD_TOKENS)",
+                tokens=exc.tokens,
+                limit=window,
+            ) from None
+
+    def _commit(self, call: ModelCall, record: CompactionRecord) -> ModelCall:
+        after = self._measure(call.request)
+        record = record.model_copy(update={"tokens_after": after})
+        call.state.record(record)
+        call.state.measured(after)
+        # The one structured INFO line per compaction comes from the telemetry observer
+        # (logger ``hango.compaction``), which every agent built by the factory has.
+        log.debug(
+            "compacted session=%s turn=%d reason=%s tokens_before=%d tokens_after=%d "
+            "messages_evicted=%d offload_path=%s",
+            call.session_id,
+            call.turn,
+            record.reason,
+            record.tokens_before,
+            record.tokens_after,
+            record.evicted_messages,
+            record.offload_path,
+        )
+        self.observer.compacted(call.session_id, record)
+        return call
+
+    def _offload(self, call: ModelCall, evicted: tuple[StoredMessage, ...]) -> str | None:
+        try:
+            return self.offloader.offload(
+                OffloadJob(
+                    session_id=call.session_id,
+                    turn=call.turn,
+                    from_seq=evicted[0].seq,
+                    to_seq=evicted[-1].seq,
+                    evicted=evicted,
+                )
+            )
+        except Exception:
+            # Invariant: nothing leaves the request that was not offloaded.
+            log.exception(
+                "session %s turn %d: history offload failed; keeping the messages",
+                call.session_id,
+                call.turn,
+            )
+            return None
+
+
+def _seq_at(call: ModelCall, index: int) -> int:
+    seq = call.seqs[index]
+    if seq is None:  # pragma: no cover - a boundary never lands on the summary message
+        raise ValueError("a keep boundary landed on the summary message")
+    return seq
+
+
+def _kept_from(call: ModelCall, index: int) -> int:
+    """The sequence number a cut at ``index`` keeps from (past the end: the next one)."""
+    if index < len(call.seqs):
+        return _seq_at(call, index)
+    return max((m.seq for m in call.stored), default=0) + 1
+
+
+def _stored_before(call: ModelCall, kept_from_seq: int) -> tuple[StoredMessage, ...]:
+    return tuple(m for m in call.stored if m.seq < kept_from_seq)
+
+
+def _merge_artifacts(
+    previous: CompactionRecord | None, evicted: Sequence[StoredMessage]
+) -> tuple[str, ...]:
+    known = dict.fromkeys(previous.artifacts if previous else ())
+    known.update(dict.fromkeys(artifact_index(evicted)))
+    # The newest ones matter most, and the index must not grow without bound.
+    return tuple(known)[-MAX_ARTIFACTS:]
+
+
+def _apply(call: ModelCall, record: CompactionRecord, boundary: int) -> ModelCall:
+    """``[head] + kept``: the outgoing copy with the record applied."""
+    head = head_message(record)
+    messages = (head, *call.request.messages[boundary:])
+    seqs = (None, *call.seqs[boundary:])
+    stored = tuple(m for m in call.stored if m.seq >= record.kept_from_seq)
+    request = call.request.model_copy(update={"messages": messages})
+    return call.evolve(request=request, seqs=seqs, stored=stored)
+
+
+def _undercount_scale(call: ModelCall) -> float:
+    """How much the pipeline's measure undercounts, from what the provider said.
+
+    When the provider reported "prompt is too long: N tokens", N against what the pipeline
+    measured for that same refused request is the undercount; truncation then aims at real
+    tokens. A refusal without a figure (stop reason ``model_context_window_exceeded``) says
+    nothing about the input alone (the output may have run out of room), so the measure
+    stands; the rung still drops at least one group.
+    """
+    measured = call.notes.get("overflowed_measure")
+    reported = call.notes.get("overflow_tokens")
+    if not isinstance(measured, int) or measured <= 0 or not isinstance(reported, int):
+        return 1.0
+    return max(1.0, reported / measured)
+
+
+def _window(call: ModelCall, profile: ModelProfile) -> int:
+    """The profile's window, or the smaller one an overflow error revealed."""
+    revealed = call.notes.get("overflow_maximum")
+    if isinstance(revealed, int) and 0 < revealed < profile.max_input_tokens:
+        return revealed
+    return profile.max_input_tokens

@@ -1,0 +1,211 @@
+"""The queued ports: the agent side of the summarize and offload tasks.
+
+``QueuedSummarizer`` and ``QueuedOffloader`` implement the ``Summarizer`` and
+``HistoryOffloader`` ports by publishing a task keyed by ``(session_id, turn)`` and
+waiting for its committed result in Redis (:mod:`shared.queue.waiting`). They send ids
+and sequence numbers only; the worker reloads the evicted range from the store.
+
+When the queue cannot deliver — Redis or the broker unreachable, no result before the
+deadline, the worker gave up — the turn still completes (invariant 5): the in-process
+port runs instead and the summary carries ``fallback_reason``. The fallback result is
+then committed like a worker's (first writer wins), so every caller of that turn, and
+any retry of it, sees one summary (invariant 4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from typing import Any
+
+import redis
+from pydantic import ValidationError
+
+from shared.compaction.jobs import (
+    HistoryOffloader,
+    OffloadJob,
+    Summarizer,
+    SummaryJob,
+    SummaryResult,
+)
+from shared.core.errors import QueueUnavailableError
+from shared.history.base import HistoryBackend
+from shared.queue.celery_config import OFFLOAD_TASK, SUMMARIZE_TASK
+from shared.queue.dispatch import Dispatcher
+from shared.queue.keys import JobKey, JobKind, range_fingerprint
+from shared.queue.waiting import (
+    JobCache,
+    JobFailedError,
+    PublishError,
+    QueueDeadlineError,
+    WaitPolicy,
+    await_job,
+)
+
+log = logging.getLogger(__name__)
+
+# What the queue could not do, as recorded in ``SummaryResult.fallback_reason``.
+REASON_DEADLINE = "queue_deadline"
+REASON_WORKER_FAILED = "worker_failed"
+REASON_BROKER_DOWN = "broker_unavailable"
+REASON_REDIS_DOWN = "redis_unavailable"
+REASON_BAD_RESULT = "bad_queue_result"
+
+
+def fallback_reason(exc: Exception) -> str:
+    """A short, greppable reason: a code, then the detail."""
+    if isinstance(exc, QueueDeadlineError):
+        code = REASON_DEADLINE
+    elif isinstance(exc, JobFailedError):
+        code = REASON_WORKER_FAILED
+    elif isinstance(exc, PublishError):
+        code = REASON_BROKER_DOWN
+    elif isinstance(exc, redis.RedisError):
+        code = REASON_REDIS_DOWN
+    else:
+        code = REASON_BAD_RESULT
+    return f"{code}: {exc}"
+
+
+# Everything after which the turn falls back instead of failing.
+_QUEUE_FAILURES = (QueueUnavailableError, redis.RedisError, ValidationError, ValueError)
+
+
+def summarize_kwargs(job: SummaryJob) -> dict[str, Any]:
+    return {
+        "session_id": job.session_id,
+        "turn": job.turn,
+        "from_seq": job.from_seq,
+        "to_seq": job.to_seq,
+        "previous_summary": job.previous_summary,
+        "model": job.model,
+        "fingerprint": range_fingerprint(job.evicted),
+    }
+
+
+def offload_kwargs(job: OffloadJob) -> dict[str, Any]:
+    return {
+        "session_id": job.session_id,
+        "turn": job.turn,
+        "from_seq": job.from_seq,
+        "to_seq": job.to_seq,
+        "fingerprint": range_fingerprint(job.evicted),
+    }
+
+
+def job_key(kind: JobKind, kwargs: dict[str, Any]) -> JobKey:
+    """The key of a job from its task arguments (the same on both sides of the queue)."""
+    return JobKey(
+        kind,
+        kwargs["session_id"],
+        kwargs["turn"],
+        (kwargs["from_seq"], kwargs["to_seq"]),
+        kwargs.get("fingerprint", ""),
+    )
+
+
+class QueuedSummarizer:
+    """A :class:`Summarizer` whose work runs on the ``summarize`` queue."""
+
+    def __init__(
+        self,
+        *,
+        cache: JobCache,
+        dispatcher: Dispatcher,
+        policy: WaitPolicy,
+        fallback: Summarizer,
+    ) -> None:
+        self.cache = cache
+        self.dispatcher = dispatcher
+        self.policy = policy
+        self.fallback = fallback
+
+    def summarize(self, job: SummaryJob) -> SummaryResult:
+        kwargs = summarize_kwargs(job)
+        key = job_key("summary", kwargs)
+        try:
+            payload = await_job(
+                self.cache,
+                key,
+                lambda remaining: self.dispatcher.dispatch(
+                    SUMMARIZE_TASK, kwargs, expires=remaining
+                ),
+                self.policy,
+            )
+            return SummaryResult.model_validate_json(payload)
+        except _QUEUE_FAILURES as exc:
+            return self._fall_back(job, key, fallback_reason(exc))
+
+    def _fall_back(self, job: SummaryJob, key: JobKey, reason: str) -> SummaryResult:
+        log.warning("%s: summarizing in-process instead of on the queue (%s)", key, reason)
+        result = self.fallback.summarize(job)
+        reasons = "; ".join(r for r in (reason, result.fallback_reason) if r)
+        result = result.model_copy(update={"fallback_reason": reasons})
+        try:
+            winner = self.cache.commit(key, result.model_dump_json())
+        except redis.RedisError:
+            return result  # nothing shared to agree with: Redis is down
+        return SummaryResult.model_validate_json(winner)
+
+
+class QueuedOffloader:
+    """A :class:`HistoryOffloader` whose work runs on the ``offload`` queue.
+
+    The path the worker reports is checked in this process's history backend before it is
+    trusted: a worker writing to a directory the agent cannot read would otherwise evict
+    messages that were offloaded nowhere the agent can find (invariant 3).
+    """
+
+    def __init__(
+        self,
+        *,
+        cache: JobCache,
+        dispatcher: Dispatcher,
+        policy: WaitPolicy,
+        fallback: HistoryOffloader,
+        history: HistoryBackend,
+    ) -> None:
+        self.cache = cache
+        self.dispatcher = dispatcher
+        self.policy = policy
+        self.fallback = fallback
+        self.history = history
+
+    def offload(self, job: OffloadJob) -> str:
+        kwargs = offload_kwargs(job)
+        key = job_key("offload", kwargs)
+        try:
+            payload = await_job(
+                self.cache,
+                key,
+                lambda remaining: self.dispatcher.dispatch(OFFLOAD_TASK, kwargs, expires=remaining),
+                self.policy,
+            )
+            return self._visible_path(payload)
+        except _QUEUE_FAILURES as exc:
+            reason = fallback_reason(exc)
+        log.warning("%s: offloading in-process instead of on the queue (%s)", key, reason)
+        path = self.fallback.offload(job)
+        # The file is written; the cache only saves a retry of this turn the round trip.
+        with contextlib.suppress(redis.RedisError):
+            self.cache.commit(key, offload_payload(path))
+        return path
+
+    def _visible_path(self, payload: str) -> str:
+        path = path_of(payload)
+        if not self.history.exists(path):
+            raise ValueError(f"the worker offloaded to {path!r}, which this host cannot read")
+        return path
+
+
+def offload_payload(path: str) -> str:
+    return json.dumps({"path": path})
+
+
+def path_of(payload: str) -> str:
+    value = json.loads(payload)
+    path = value.get("path") if isinstance(value, dict) else None
+    if not isinstance(path, str):
+        raise ValueError(f"an offload result without a path: {payload[:200]!r}")
+    return path

@@ -1,0 +1,1 @@
+"""The in-process implementations of the ``Summarizer`` and ``HistoryOffloader`` ports."""

@@ -1,0 +1,162 @@
+"""Wires an agent from the settings: the embedded default or the real stack.
+
+Embedded default (no ``HANGO_REDIS_URL``): SQLite, a local history directory and the
+in-process summarizer, with the extractive summarizer as its fallback. With
+``HANGO_REDIS_URL`` the summarizer and the history offload go through Celery workers,
+falling back to the in-process path when the queue does not answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from shared.agent.loop import AgentLoop, InputLimit
+from shared.compaction.extractive import ExtractiveSummarizer
+from shared.compaction.jobs import HistoryOffloader, Summarizer
+from shared.core.messages import TextBlock
+from shared.core.profiles import ModelProfile, Profiles
+from shared.core.settings import Settings
+from shared.history.base import HistoryBackend
+from shared.middleware.chain import build_chain
+from shared.middleware.filesystem import FilesystemMiddleware
+from shared.middleware.observer import LoopObserver, Observers
+from shared.middleware.prompt_cache import PromptCacheMiddleware
+from shared.middleware.summarization import SummarizationMiddleware
+from shared.middleware.tool_args import ToolArgTruncationMiddleware
+from shared.providers.base import Provider
+from shared.store import Store
+from shared.summarizers.inline import InlineOffloader, InlineSummarizer
+from shared.telemetry.names import Telemetry
+from shared.telemetry.observer import TelemetryObserver
+from shared.tokens import make_estimator
+from shared.tools.builtin import Tool, ToolRegistry
+from shared.wiring.history import history_from_settings
+
+
+@dataclass
+class Agent:
+    settings: Settings
+    store: Store
+    history: HistoryBackend
+    loop: AgentLoop
+    provider: Provider
+    profile: ModelProfile
+    summarizer: Summarizer
+    offloader: HistoryOffloader
+
+
+def build_agent(
+    settings: Settings,
+    *,
+    provider: Provider | None = None,
+    summarizer_provider: Provider | None = None,
+    summarizer: Summarizer | None = None,
+    offloader: HistoryOffloader | None = None,
+    observers: Sequence[LoopObserver] = (),
+    extra_tools: Sequence[Tool] = (),
+    store: Store | None = None,
+    max_tokens: int = 8192,
+    system_prompt: Sequence[TextBlock] = (),
+) -> Agent:
+    store = store or open_store(settings)
+    history = history_from_settings(settings, engine=store.engine)
+    provider = provider or _anthropic(settings)
+    profile = Profiles.from_settings(settings).resolve(settings.model)
+    estimator = make_estimator(settings.estimator)
+    observer = Observers(_with_compaction_log(observers))
+    inline_offloader = offloader or InlineOffloader(history)
+    inline_summarizer = summarizer or InlineSummarizer(
+        summarizer_provider or provider, fallback=ExtractiveSummarizer()
+    )
+    summarizer, offloader = _ports(settings, store, history, inline_summarizer, inline_offloader)
+    tools = ToolRegistry(history, extra_tools)
+    filesystem = FilesystemMiddleware(
+        history,
+        max_result_tokens=offload_limit(settings, profile),
+        estimator=estimator,
+        tools=tools,
+    )
+    chain = build_chain(
+        filesystem=filesystem,
+        truncation=ToolArgTruncationMiddleware(
+            profile=profile,
+            estimator=estimator,
+            max_tokens=settings.tool_arg_max_tokens,
+            observer=observer,
+        ),
+        summarization=SummarizationMiddleware(
+            profile=profile,
+            estimator=estimator,
+            counter=provider,
+            count_timeout=settings.count_tokens_timeout,
+            summarizer=summarizer,
+            offloader=offloader,
+            observer=observer,
+        ),
+        prompt_cache=PromptCacheMiddleware(provider.capabilities.prompt_caching),
+    )
+    loop = AgentLoop(
+        store=store,
+        provider=provider,
+        chain=chain,
+        tools=tools,
+        filesystem=filesystem,
+        model=settings.model,
+        max_tokens=max_tokens,
+        observer=observer,
+        system_prompt=system_prompt,
+        input_limit=InputLimit(tokens=profile.max_input_tokens // 2, estimator=estimator),
+    )
+    return Agent(settings, store, history, loop, provider, profile, summarizer, offloader)
+
+
+def _with_compaction_log(observers: Sequence[LoopObserver]) -> list[LoopObserver]:
+    """The observers, plus a telemetry observer (it writes the compaction log line)."""
+    if any(isinstance(o, TelemetryObserver) for o in observers):
+        return list(observers)
+    return [*observers, TelemetryObserver(Telemetry.noop())]
+
+
+def offload_limit(settings: Settings, profile: ModelProfile) -> int:
+    """Tool results over this many tokens go to ``/large_tool_results/`` when produced.
+
+    Capped at a tenth of the window: a result that size is kept whole in the keep window,
+    and a few of them would otherwise fill a small window on their own (then no
+    compaction can get the request back under the trigger).
+    """
+    return min(settings.tool_result_offload_tokens, profile.max_input_tokens // 10)
+
+
+def open_store(settings: Settings) -> Store:
+    """The store; the embedded SQLite default migrates itself on first use."""
+    store = Store.from_url(settings.database_url)
+    if settings.database_url.startswith("sqlite"):
+        store.migrate()
+    return store
+
+
+def _anthropic(settings: Settings) -> Provider:
+    from shared.providers.anthropic import AnthropicProvider
+
+    return AnthropicProvider.from_settings(settings)
+
+
+def _ports(
+    settings: Settings,
+    store: Store,
+    history: HistoryBackend,
+    summarizer: Summarizer,
+    offloader: HistoryOffloader,
+) -> tuple[Summarizer, HistoryOffloader]:
+    if settings.redis_url is None:
+        return summarizer, offloader
+    from shared.wiring.queue import make_queued_ports
+
+    return make_queued_ports(
+        settings,
+        store=store,
+        history=history,
+        fallback_summarizer=summarizer,
+        fallback_offloader=offloader,
+    )

@@ -1,0 +1,67 @@
+"""Assembling the queued ports for an agent process from its settings."""
+
+from __future__ import annotations
+
+import redis
+
+from shared.compaction.jobs import HistoryOffloader, Summarizer
+from shared.core.settings import Settings
+from shared.history.base import HistoryBackend
+from shared.queue.celery_config import check_time_limits, redis_url_of
+from shared.queue.dispatch import CeleryDispatcher, producer_app
+from shared.queue.queued import QueuedOffloader, QueuedSummarizer
+from shared.queue.results import ResultCache
+from shared.queue.waiting import WaitPolicy
+
+# A Redis that stops answering must not hold a turn for long: the port falls back.
+REDIS_SOCKET_TIMEOUT = 5.0
+REDIS_CONNECT_TIMEOUT = 2.0
+
+
+def redis_client(settings: Settings) -> redis.Redis:
+    return redis.Redis.from_url(
+        redis_url_of(settings),
+        socket_timeout=REDIS_SOCKET_TIMEOUT,
+        socket_connect_timeout=REDIS_CONNECT_TIMEOUT,
+        health_check_interval=30,
+    )
+
+
+def result_cache(settings: Settings, client: redis.Redis | None = None) -> ResultCache:
+    return ResultCache(client or redis_client(settings), result_ttl=settings.queue_result_ttl)
+
+
+def wait_policy(settings: Settings) -> WaitPolicy:
+    return WaitPolicy(deadline=settings.queue_deadline, enqueue_ttl=settings.queue_enqueue_ttl)
+
+
+def make_queued_ports(
+    settings: Settings,
+    *,
+    history: HistoryBackend,
+    fallback_summarizer: Summarizer,
+    fallback_offloader: HistoryOffloader,
+    store: object | None = None,
+) -> tuple[QueuedSummarizer, QueuedOffloader]:
+    """The queued summarizer and offloader over ``HANGO_REDIS_URL``.
+
+    Nothing is contacted here: an unreachable Redis shows up on the first job, which then
+    falls back. ``store`` is accepted for symmetry with the in-process ports and unused:
+    the agent side sends sequence numbers, the worker reads the messages.
+    """
+    del store
+    check_time_limits(settings)
+    cache = result_cache(settings)
+    dispatcher = CeleryDispatcher(producer_app(settings))
+    policy = wait_policy(settings)
+    summarizer = QueuedSummarizer(
+        cache=cache, dispatcher=dispatcher, policy=policy, fallback=fallback_summarizer
+    )
+    offloader = QueuedOffloader(
+        cache=cache,
+        dispatcher=dispatcher,
+        policy=policy,
+        fallback=fallback_offloader,
+        history=history,
+    )
+    return summarizer, offloader

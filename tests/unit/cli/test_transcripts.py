@@ -1,0 +1,259 @@
+"""Loading Messages API JSON and Claude Code JSONL transcripts (all input written here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.cli.transcripts import (
+    load_transcript,
+    parse_claude_code_jsonl,
+    parse_messages_json,
+    split_turns,
+)
+from shared.core.errors import TranscriptError
+from shared.core.messages import TextBlock, ToolResultBlock, ToolUseBlock
+
+
+def _use(tool_id: str, name: str = "Read", **arguments: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_id, "name": name, "input": arguments}
+
+
+def _result(tool_id: str, text: str = "ok") -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": tool_id, "content": text}
+
+
+def _json_transcript(messages: list[Any], **extra: Any) -> str:
+    return json.dumps({"system": "You are careful.", "tools": [], "messages": messages, **extra})
+
+
+def _entry(kind: str, content: Any, **extra: Any) -> str:
+    return json.dumps({"type": kind, "message": {"role": kind, "content": content}, **extra})
+
+
+GOOD_MESSAGES: list[Any] = [
+    {"role": "user", "content": "Read the config"},
+    {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Reading."}, _use("t1", file_path="a.py")],
+    },
+    {"role": "user", "content": [_result("t1", "x = 1")]},
+    {"role": "assistant", "content": "It sets x."},
+]
+
+
+def test_json_transcript_keeps_system_tools_and_messages_as_recorded() -> None:
+    tools = [{"name": "Read", "input_schema": {"type": "object", "properties": {}}}]
+    text = _json_transcript(GOOD_MESSAGES, tools=tools, source="somewhere")
+
+    transcript = parse_messages_json(text, "t.json")
+
+    assert transcript.system == (TextBlock(text="You are careful."),)
+    assert [tool.name for tool in transcript.tools] == ["Read"]
+    assert [m.to_api() for m in transcript.messages] == GOOD_MESSAGES
+    assert transcript.assistant_messages == 2
+    assert transcript.locations == ("messages[0]", "messages[1]", "messages[2]", "messages[3]")
+
+
+def test_json_transcript_merges_consecutive_messages_of_one_role() -> None:
+    messages = [*GOOD_MESSAGES[:3], {"role": "user", "content": "and also"}, GOOD_MESSAGES[3]]
+
+    transcript = parse_messages_json(_json_transcript(messages), "t.json")
+
+    merged = transcript.messages[2]
+    assert [type(b) for b in merged.blocks()] == [ToolResultBlock, TextBlock]
+    assert len(transcript.messages) == 4
+
+
+def test_json_transcript_drops_keys_the_api_would_reject() -> None:
+    messages = [
+        {"role": "user", "content": "hi", "id": "m1"},
+        {"role": "assistant", "content": "yo"},
+    ]
+
+    transcript = parse_messages_json(_json_transcript(messages), "t.json")
+
+    assert transcript.messages[0].to_api() == {"role": "user", "content": "hi"}
+
+
+@pytest.mark.parametrize(
+    ("messages", "location", "words"),
+    [
+        ([{"role": "user"}, {"role": "assistant", "content": "x"}], "messages[0]", "role"),
+        (
+            [{"role": "user", "content": "hi"}, {"role": "robot", "content": "x"}],
+            "messages[1]",
+            "role",
+        ),
+        ([{"role": "assistant", "content": "hi"}], "messages[0]", "start with a user"),
+        (
+            [GOOD_MESSAGES[0], GOOD_MESSAGES[1], {"role": "user", "content": "no result"}],
+            "messages[1]",
+            "tool_use t1 has no tool_result",
+        ),
+        (
+            [
+                GOOD_MESSAGES[0],
+                {"role": "assistant", "content": "x"},
+                {"role": "user", "content": [_result("t9")]},
+            ],
+            "messages[2]",
+            "tool_result for t9",
+        ),
+        ([{"role": "user", "content": "only me"}], "file", "no assistant message"),
+        (
+            [
+                GOOD_MESSAGES[0],
+                {"role": "assistant", "content": [_use("t1"), _use("t1")]},
+                {"role": "user", "content": [_result("t1")]},
+            ],
+            "messages[1]",
+            "duplicate tool_use id t1",
+        ),
+    ],
+)
+def test_malformed_json_transcript_names_the_message(
+    messages: list[Any], location: str, words: str
+) -> None:
+    with pytest.raises(TranscriptError) as caught:
+        parse_messages_json(_json_transcript(messages), "bad.json")
+
+    assert caught.value.location == location
+    assert words in str(caught.value)
+    assert str(caught.value).startswith(f"bad.json: {location}: ")
+
+
+def test_invalid_json_names_line_and_column() -> None:
+    with pytest.raises(TranscriptError) as caught:
+        parse_messages_json('{"messages": [\n  {"role": "user",, }]}', "bad.json")
+
+    assert caught.value.location.startswith("line 2, column")
+
+
+def test_json_without_messages_list_is_refused() -> None:
+    with pytest.raises(TranscriptError, match='"messages" list'):
+        parse_messages_json('{"system": "x"}', "bad.json")
+
+
+def test_bad_tool_definition_names_its_index() -> None:
+    text = _json_transcript(GOOD_MESSAGES, tools=[{"name": "A"}, {"description": "nameless"}])
+
+    with pytest.raises(TranscriptError) as caught:
+        parse_messages_json(text, "bad.json")
+
+    assert caught.value.location == "tools[1]"
+
+
+CLAUDE_CODE_LINES = [
+    json.dumps({"type": "summary", "summary": "Earlier work", "leafUuid": "u0"}),
+    _entry("user", "Fix the failing test in tests/test_app.py"),
+    json.dumps({"type": "file-history-snapshot", "snapshot": {}}),
+    # one streamed reply over three entries, with thinking and two parallel tool calls
+    _entry(
+        "assistant", [{"type": "thinking", "thinking": "hmm", "signature": "s"}], **{"uuid": "a1"}
+    ),
+    _entry("assistant", [{"type": "text", "text": "Looking."}]),
+    _entry("assistant", [_use("t1", file_path="tests/test_app.py")]),
+    _entry("assistant", [_use("t2", name="Bash", command="pytest -x")]),
+    _entry("user", [_result("t1", "def test_app(): ...")]),
+    _entry("user", [_result("t2", "1 failed")]),
+    json.dumps({"type": "system", "content": "hook ran"}),
+    _entry("assistant", "Found it.", isSidechain=True),
+    _entry("assistant", [{"type": "text", "text": "The assertion is wrong; fixed."}]),
+    _entry("user", "thanks"),
+    _entry("assistant", [{"type": "text", "text": "You're welcome."}]),
+]
+
+
+def test_claude_code_jsonl_merges_entries_and_skips_non_messages() -> None:
+    transcript = parse_claude_code_jsonl("\n".join(CLAUDE_CODE_LINES) + "\n", "s.jsonl")
+
+    roles = [m.role for m in transcript.messages]
+    assert roles == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    reply = transcript.messages[1]
+    assert [type(b) for b in reply.blocks()] == [TextBlock, ToolUseBlock, ToolUseBlock]
+    assert [r.tool_use_id for r in transcript.messages[2].tool_results()] == ["t1", "t2"]
+    assert transcript.messages[3].text() == "The assertion is wrong; fixed."
+    assert transcript.format == "claude-code-jsonl"
+    assert transcript.system == () and transcript.tools == ()
+    assert transcript.locations[1] == "line 5"
+
+
+def test_claude_code_reply_split_around_its_tool_results_is_rejoined() -> None:
+    lines = [
+        _entry("user", "go"),
+        json.dumps(
+            {
+                "type": "assistant",
+                "message": {"id": "msg_1", "role": "assistant", "content": [_use("t1")]},
+            }
+        ),
+        _entry("user", [_result("t1")]),
+        json.dumps(
+            {
+                "type": "assistant",
+                "message": {"id": "msg_1", "role": "assistant", "content": [_use("t2")]},
+            }
+        ),
+        _entry("user", [_result("t2")]),
+        json.dumps(
+            {
+                "type": "assistant",
+                "message": {"id": "msg_2", "role": "assistant", "content": "done"},
+            }
+        ),
+    ]
+
+    transcript = parse_claude_code_jsonl("\n".join(lines), "s.jsonl")
+
+    assert [m.role for m in transcript.messages] == ["user", "assistant", "user", "assistant"]
+    assert [u.id for u in transcript.messages[1].tool_uses()] == ["t1", "t2"]
+    assert [r.tool_use_id for r in transcript.messages[2].tool_results()] == ["t1", "t2"]
+    assert "id" not in transcript.messages[1].to_api()
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "words"),
+    [
+        ("{not json", "not valid JSON"),
+        ('["a list"]', "expected a JSON object"),
+        (json.dumps({"type": "user", "text": "no message"}), '"message"'),
+        (_entry("user", [_result("t404")]), "tool_result for t404"),
+        (_entry("user", [{"type": "tool_result"}]), "tool_use_id"),
+    ],
+)
+def test_malformed_claude_code_line_is_named(bad_line: str, words: str) -> None:
+    lines = [*CLAUDE_CODE_LINES[:9], bad_line, *CLAUDE_CODE_LINES[9:]]
+
+    with pytest.raises(TranscriptError) as caught:
+        parse_claude_code_jsonl("\n".join(lines), "s.jsonl")
+
+    assert caught.value.location == "line 10"
+    assert words in str(caught.value)
+
+
+def test_split_turns_starts_a_turn_at_each_user_message_without_results() -> None:
+    transcript = parse_claude_code_jsonl("\n".join(CLAUDE_CODE_LINES), "s.jsonl")
+
+    turns = split_turns(transcript.messages)
+
+    assert [len(turn) for turn in turns] == [4, 2]
+    assert turns[1][0].text() == "thanks"
+
+
+def test_load_transcript_detects_the_format(tmp_path: Path) -> None:
+    as_json = tmp_path / "a.json"
+    as_json.write_text(_json_transcript(GOOD_MESSAGES))
+    as_log = tmp_path / "session.log"
+    as_log.write_text("\n".join(CLAUDE_CODE_LINES))
+
+    assert load_transcript(as_json).format == "messages-json"
+    assert load_transcript(as_log).format == "claude-code-jsonl"
+
+
+def test_missing_file_is_a_transcript_error(tmp_path: Path) -> None:
+    with pytest.raises(TranscriptError, match="no such file"):
+        load_transcript(tmp_path / "absent.json")

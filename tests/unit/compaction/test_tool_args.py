@@ -1,0 +1,328 @@
+"""Tool-argument truncation: shrinks old large blocks, keeps every id, is stable."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from shared.compaction.tool_args import TRUNCATION_MARKER, truncate_tool_args
+from shared.compaction.validate import validate_messages
+from shared.core.messages import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from tests.histories import (
+    TINY_PNG,
+    CharEstimator,
+    HistoryBuilder,
+    call,
+    calls,
+    payload,
+    request_of,
+    result,
+    results,
+    shape,
+    user,
+)
+
+ESTIMATOR = CharEstimator()
+
+
+def borderline_history() -> tuple[Message, ...]:
+    """An old 8k-char write_file and an old 12k-char test log, then small recent steps."""
+    builder = HistoryBuilder().user("Implement the tokenizer and make the tests pass.")
+    builder.batch(1, name="write_file", arg_chars=8_000, result_chars=30)
+    builder.batch(1, name="bash", arg_chars=20, result_chars=12_000)
+    for _ in range(6):
+        builder.batch(2, arg_chars=60, result_chars=200)
+    builder.say("Tests pass now.").user("Great, summarise what changed.")
+    return builder.build()
+
+
+def dumps(messages: tuple[Message, ...]) -> str:
+    return json.dumps([m.to_api() for m in messages], ensure_ascii=False)
+
+
+def test_truncation_alone_brings_a_borderline_request_under_the_threshold() -> None:
+    messages = borderline_history()
+    before = ESTIMATOR.estimate_request(request_of(messages))
+    threshold = int(before * 0.80)
+    assert before > threshold
+
+    truncated = truncate_tool_args(
+        messages, protect_from=len(messages) - 4, max_tokens=500, estimator=ESTIMATOR
+    )
+
+    after = ESTIMATOR.estimate_request(request_of(truncated.messages))
+    assert after < threshold
+    assert truncated.truncated == 2  # the write_file input and the test log
+    assert shape(truncated.messages) == shape(messages)  # ids, names, keys, roles, order
+    assert validate_messages(truncated.messages) == []
+
+
+def test_input_is_untouched_and_output_is_stable_and_idempotent() -> None:
+    messages = borderline_history()
+    snapshot = dumps(messages)
+
+    first = truncate_tool_args(messages, protect_from=8, max_tokens=300, estimator=ESTIMATOR)
+    second = truncate_tool_args(messages, protect_from=8, max_tokens=300, estimator=ESTIMATOR)
+    again = truncate_tool_args(first.messages, protect_from=8, max_tokens=300, estimator=ESTIMATOR)
+
+    assert dumps(messages) == snapshot
+    assert first.changed
+    assert dumps(first.messages) == dumps(second.messages)
+    assert again.messages is first.messages
+    assert again.truncated == 0
+
+
+@pytest.mark.parametrize("max_tokens", [0, 5, 50])
+def test_previews_still_over_budget_are_not_cut_again(max_tokens: int) -> None:
+    # With a tiny budget the previews themselves stay "over budget"; the marker, not the
+    # estimate, is what keeps a second pass from cutting the cut text again.
+    messages = borderline_history()
+    first = truncate_tool_args(messages, protect_from=8, max_tokens=max_tokens, estimator=ESTIMATOR)
+    again = truncate_tool_args(
+        first.messages, protect_from=8, max_tokens=max_tokens, estimator=ESTIMATOR
+    )
+    assert first.truncated >= 2
+    assert again.messages is first.messages
+
+
+def test_nothing_to_do_returns_the_very_same_tuple() -> None:
+    messages = borderline_history()
+    result_ = truncate_tool_args(
+        messages, protect_from=len(messages), max_tokens=10_000, estimator=ESTIMATOR
+    )
+    assert result_.messages is messages
+    assert result_.truncated == 0
+    assert not result_.changed
+
+
+def test_messages_in_the_keep_window_are_never_touched() -> None:
+    messages = borderline_history()
+    truncated = truncate_tool_args(messages, protect_from=3, max_tokens=10, estimator=ESTIMATOR)
+    assert truncated.messages[1] is not messages[1]  # old write_file shortened
+    assert all(a is b for a, b in zip(truncated.messages[3:], messages[3:], strict=True))
+
+
+def test_tool_input_keeps_its_keys_and_small_values_and_notes_the_size() -> None:
+    body = payload(8_000, "w")
+    messages = (
+        user("go"),
+        calls(call("toolu_w", "write_file", path="/src/a.py", content=body, mode=420)),
+        results(result("toolu_w")),
+        calls(call("toolu_r")),
+        results(result("toolu_r")),
+    )
+    truncated = truncate_tool_args(messages, protect_from=3, max_tokens=100, estimator=ESTIMATOR)
+
+    [use] = truncated.messages[1].tool_uses()
+    assert (use.id, use.name) == ("toolu_w", "write_file")
+    assert list(use.input) == ["path", "content", "mode"]
+    assert use.input["path"] == "/src/a.py"
+    assert use.input["mode"] == 420
+    tokens = ESTIMATOR.estimate(body)
+    assert use.input["content"] == (
+        body[:200]
+        + f"…[truncated: 8000 chars, ~{tokens} tokens; full content in the stored transcript]"
+    )
+
+
+def test_note_names_the_offloaded_path_when_known() -> None:
+    messages = (
+        user("go"),
+        calls(call("toolu_w", "write_file", path="/a", content=payload(5_000))),
+        results(result("toolu_w", payload(9_000, "log"))),
+        calls(call("toolu_r")),
+        results(result("toolu_r")),
+    )
+    where = "/conversation_history/s1.md"
+    truncated = truncate_tool_args(
+        messages, protect_from=3, max_tokens=100, estimator=ESTIMATOR, offloaded={"toolu_w": where}
+    )
+    [use] = truncated.messages[1].tool_uses()
+    [answer] = truncated.messages[2].tool_results()
+    assert use.input["content"].endswith(f"full content in the stored transcript or at {where}]")
+    assert f"full content in the stored transcript or at {where}]" in answer.text()
+
+
+def test_tool_result_keeps_head_and_tail_and_error_flag() -> None:
+    log = "HEAD-OF-LOG " + payload(20_000, "log") + " FINAL: 3 failed"
+    messages = (
+        user("go"),
+        calls(call("toolu_t", "bash", command="pytest")),
+        results(result("toolu_t", log, is_error=True)),
+        calls(call("toolu_r")),
+        results(result("toolu_r")),
+    )
+    truncated = truncate_tool_args(messages, protect_from=3, max_tokens=100, estimator=ESTIMATOR)
+    [answer] = truncated.messages[2].tool_results()
+    assert answer.is_error is True
+    assert answer.tool_use_id == "toolu_t"
+    text = answer.text()
+    assert text.startswith(log[:200])
+    assert text.endswith(log[-200:])
+    assert f"…[truncated: {len(log)} chars, ~{ESTIMATOR.estimate(log)} tokens;" in text
+    assert len(text) < 600
+
+
+def test_multi_block_result_keeps_block_count_and_images() -> None:
+    parts = (
+        TextBlock(text=payload(6_000, "a")),
+        ImageBlock(source=TINY_PNG),
+        TextBlock(text="short"),
+    )
+    messages = (
+        user("go"),
+        calls(call("toolu_m")),
+        results(result("toolu_m", parts)),
+        calls(call("toolu_r")),
+        results(result("toolu_r")),
+    )
+    truncated = truncate_tool_args(messages, protect_from=3, max_tokens=100, estimator=ESTIMATOR)
+    [answer] = truncated.messages[2].tool_results()
+    assert isinstance(answer.content, tuple)
+    assert [b.type for b in answer.content] == ["text", "image", "text"]
+    assert answer.content[1] is parts[1]
+    assert answer.content[2] is parts[2]
+    first = answer.content[0]
+    assert isinstance(first, TextBlock)
+    assert TRUNCATION_MARKER.search(first.text)
+
+
+def test_nested_structures_are_cut_string_by_string() -> None:
+    edits = [
+        {"old": payload(3_000, f"o{n}"), "new": payload(3_000, f"n{n}"), "line": n}
+        for n in range(3)
+    ]
+    messages = (
+        user("go"),
+        calls(call("toolu_e", "edit_file", path="/a.py", edits=edits)),
+        results(result("toolu_e")),
+        calls(call("toolu_r")),
+        results(result("toolu_r")),
+    )
+    truncated = truncate_tool_args(messages, protect_from=3, max_tokens=1_000, estimator=ESTIMATOR)
+    [use] = truncated.messages[1].tool_uses()
+    assert [e["line"] for e in use.input["edits"]] == [0, 1, 2]
+    assert all(list(e) == ["old", "new", "line"] for e in use.input["edits"])
+    assert all(TRUNCATION_MARKER.search(e["old"]) for e in use.input["edits"])
+    assert edits[0]["old"] == payload(3_000, "o0")  # the original dict was not mutated
+
+
+def test_large_non_string_values_collapse_to_a_preview_but_keep_their_key() -> None:
+    numbers = list(range(5_000))
+    messages = (
+        user("go"),
+        calls(call("toolu_n", "plot", values=numbers, title="t")),
+        results(result("toolu_n")),
+        calls(call("toolu_r")),
+        results(result("toolu_r")),
+    )
+    truncated = truncate_tool_args(messages, protect_from=3, max_tokens=200, estimator=ESTIMATOR)
+    [use] = truncated.messages[1].tool_uses()
+    assert list(use.input) == ["values", "title"]
+    assert use.input["title"] == "t"
+    collapsed = use.input["values"]
+    assert isinstance(collapsed, str)
+    assert collapsed.startswith(json.dumps(numbers)[:200])
+    assert re.search(
+        r"…\[truncated: \d+ chars, ~\d+ tokens; full content in the stored transcript\]$", collapsed
+    )
+    # Stable: running again changes nothing.
+    again = truncate_tool_args(
+        truncated.messages, protect_from=3, max_tokens=200, estimator=ESTIMATOR
+    )
+    assert again.messages is truncated.messages
+
+
+def test_non_dict_input_and_huge_non_json_text_are_handled() -> None:
+    raw = "\x00not json {{{ " + payload(10_000, "raw")
+    # A stored block whose input is not an object (built without validation on purpose).
+    odd = ToolUseBlock.model_construct(
+        id="toolu_odd",
+        name="bash",
+        input=raw,  # type: ignore[arg-type]
+        type="tool_use",
+    )
+    messages = (
+        user("go"),
+        Message.model_construct(role="assistant", content=(odd,)),
+        results(result("toolu_odd")),
+        calls(call("toolu_r")),
+        results(result("toolu_r")),
+    )
+    truncated = truncate_tool_args(messages, protect_from=3, max_tokens=100, estimator=ESTIMATOR)
+    [use] = truncated.messages[1].tool_uses()
+    assert use.id == "toolu_odd"
+    assert isinstance(use.input, str)
+    assert use.input.startswith(raw[:200])
+    assert TRUNCATION_MARKER.search(use.input)
+
+
+def test_a_value_is_never_replaced_by_something_longer() -> None:
+    messages = (
+        user("go"),
+        calls(call("toolu_s", "write_file", a="x" * 210, b="y" * 210, c="z" * 210)),
+        results(result("toolu_s", "r" * 250)),
+        calls(call("toolu_r")),
+        results(result("toolu_r")),
+    )
+    # Everything is "over budget", but every value is too short to gain from a preview.
+    truncated = truncate_tool_args(messages, protect_from=3, max_tokens=1, estimator=ESTIMATOR)
+    assert truncated.messages is messages
+
+
+def test_empty_or_absent_result_content_is_left_alone() -> None:
+    empty = ToolResultBlock(tool_use_id="toolu_a")
+    messages = (user("go"), calls(call("toolu_a")), results(empty))
+    truncated = truncate_tool_args(messages, protect_from=3, max_tokens=0, estimator=ESTIMATOR)
+    assert truncated.messages is messages
+
+
+@pytest.mark.parametrize(
+    ("keyword", "value"), [("protect_from", -1), ("max_tokens", -1), ("preview_chars", -1)]
+)
+def test_bad_arguments_are_named(keyword: str, value: int) -> None:
+    arguments = {"protect_from": 1, "max_tokens": 10, "preview_chars": 10, keyword: value}
+    with pytest.raises(ValueError, match=keyword):
+        truncate_tool_args(
+            (user("go"),),
+            protect_from=arguments["protect_from"],
+            max_tokens=arguments["max_tokens"],
+            preview_chars=arguments["preview_chars"],
+            estimator=ESTIMATOR,
+        )
+
+
+class CountingEstimator(CharEstimator):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def estimate(self, text: str) -> int:
+        self.calls += 1
+        return super().estimate(text)
+
+
+def test_memo_makes_a_repeat_pass_free_and_returns_the_same_copies() -> None:
+    from shared.compaction.tool_args import TruncationMemo
+
+    big = ToolUseBlock(id="toolu_big", name="write_file", input={"content": "x" * 20_000})
+    history = (
+        Message(role="user", content="go"),
+        Message(role="assistant", content=(big,)),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="toolu_big", content="ok"),)),
+        Message(role="assistant", content="done"),
+    )
+    estimator, memo = CountingEstimator(), TruncationMemo()
+    first = truncate_tool_args(
+        history, protect_from=3, max_tokens=100, estimator=estimator, memo=memo
+    )
+    calls_after_first = estimator.calls
+    second = truncate_tool_args(
+        history, protect_from=3, max_tokens=100, estimator=estimator, memo=memo
+    )
+    assert first.truncated == second.truncated == 1
+    assert estimator.calls == calls_after_first
+    assert second.messages[1] is first.messages[1]
+    fresh = truncate_tool_args(history, protect_from=3, max_tokens=100, estimator=CharEstimator())
+    assert fresh.messages == first.messages

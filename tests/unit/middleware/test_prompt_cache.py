@@ -1,0 +1,172 @@
+"""Prompt-cache breakpoints: where they land, the four-breakpoint limit, and "off"."""
+
+from __future__ import annotations
+
+from shared.core.messages import (
+    CacheControl,
+    ContentBlock,
+    Message,
+    Request,
+    Response,
+    TextBlock,
+    ToolDefinition,
+)
+from shared.middleware.base import Assembly, Middleware, ModelCall, PassThrough, StateHolder
+from shared.middleware.chain import assemble, run_chain
+from shared.middleware.prompt_cache import (
+    ASSEMBLY_NOTE,
+    EPHEMERAL,
+    MAX_BREAKPOINTS,
+    PromptCacheMiddleware,
+    count_breakpoints,
+)
+from shared.providers.scripted import text_reply
+from tests.histories import assistant, user
+
+ONE_HOUR = CacheControl(type="ephemeral", ttl="1h")
+
+
+class Contributes(PassThrough):
+    """A middleware that adds fixed system blocks (the stable prompt, or memory)."""
+
+    def __init__(self, *texts: str) -> None:
+        self.blocks = tuple(TextBlock(text=t) for t in texts)
+
+    def contribute(self, assembly: Assembly) -> Assembly:
+        return assembly.add(system=self.blocks)
+
+
+def chain(caching: bool = True) -> tuple[Middleware, ...]:
+    return (
+        Contributes("You are an agent.", "## Files\nTools."),
+        PromptCacheMiddleware(caching),
+        Contributes("## Memory\nchanges every turn"),
+    )
+
+
+def send(
+    middleware: tuple[Middleware, ...],
+    messages: tuple[Message, ...],
+    *,
+    summary: bool,
+    tools: tuple[ToolDefinition, ...] = (),
+    notes: bool = True,
+) -> tuple[Request, Request]:
+    """Runs one call through the chain; returns (request built, request that reached the end)."""
+    assembly = assemble(middleware)
+    request = Request(
+        model="m",
+        max_tokens=10,
+        messages=messages,
+        system=assembly.system or None,
+        tools=tools or None,
+    )
+    seqs: tuple[int | None, ...] = tuple(
+        None if summary and n == 0 else n + 1 for n in range(len(messages))
+    )
+    call = ModelCall(
+        session_id="s",
+        turn=1,
+        request=request,
+        seqs=seqs,
+        state=StateHolder(),
+        notes={ASSEMBLY_NOTE: assembly} if notes else {},
+    )
+    reached: list[Request] = []
+
+    def terminal(c: ModelCall) -> Response:
+        reached.append(c.request)
+        return text_reply("ok")
+
+    run_chain(middleware, call, terminal)
+    return request, reached[0]
+
+
+def compacted() -> tuple[Message, ...]:
+    return (user("<summary>earlier work</summary>"), assistant("Continuing."), user("next"))
+
+
+def marked(blocks: tuple[ContentBlock, ...] | tuple[TextBlock, ...]) -> list[int]:
+    return [n for n, b in enumerate(blocks) if getattr(b, "cache_control", None) is not None]
+
+
+# --- contribute -------------------------------------------------------------------------
+
+
+def test_index_is_recorded_at_its_position_so_memory_lands_after_it() -> None:
+    assembly = assemble(chain())
+    assert [b.text for b in assembly.system][-1] == "## Memory\nchanges every turn"
+    assert assembly.stable_system_index == 1
+
+
+def test_no_index_without_caching_or_without_system_blocks() -> None:
+    assert assemble(chain(caching=False)).stable_system_index is None
+    assert PromptCacheMiddleware(True).contribute(Assembly()).stable_system_index is None
+
+
+# --- wrap -------------------------------------------------------------------------------
+
+
+def test_breakpoints_on_last_stable_system_block_and_summary_message() -> None:
+    built, sent = send(chain(), compacted(), summary=True)
+
+    assert marked(sent.system_blocks()) == [1]
+    assert sent.system_blocks()[1].cache_control == EPHEMERAL
+    assert marked(sent.messages[0].blocks()) == [0]
+    assert [marked(m.blocks()) for m in sent.messages[1:]] == [[], []]
+    assert count_breakpoints(sent) == 2
+    dumped = sent.to_api()
+    assert dumped["system"][1]["cache_control"] == {"type": "ephemeral"}
+    assert dumped["messages"][0]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    # The request that was built is untouched: the middleware works on a copy.
+    assert count_breakpoints(built) == 0
+    assert sent.messages[0].text() == built.messages[0].text()
+
+
+def test_no_summary_message_means_only_the_system_breakpoint() -> None:
+    _, sent = send(chain(), (user("hello"),), summary=False)
+    assert marked(sent.system_blocks()) == [1]
+    assert marked(sent.messages[0].blocks()) == []
+
+
+def test_the_summary_breakpoint_goes_on_its_last_block() -> None:
+    summary = Message(role="user", content=(TextBlock(text="a"), TextBlock(text="b")))
+    _, sent = send(chain(), (summary, assistant("ok"), user("go")), summary=True)
+    assert marked(sent.messages[0].blocks()) == [1]
+
+
+def test_caching_off_changes_nothing_at_all() -> None:
+    built, sent = send(chain(caching=False), compacted(), summary=True)
+    assert sent is built
+    assert count_breakpoints(sent) == 0
+
+
+def test_without_the_assembly_note_only_the_summary_is_marked() -> None:
+    _, sent = send(chain(), compacted(), summary=True, notes=False)
+    assert marked(sent.system_blocks()) == []
+    assert marked(sent.messages[0].blocks()) == [0]
+
+
+def test_never_more_than_four_breakpoints() -> None:
+    tools = tuple(
+        ToolDefinition(name=f"t{n}", cache_control=EPHEMERAL if n < 2 else None) for n in range(3)
+    )
+    tail = Message(role="user", content=(TextBlock(text="next", cache_control=EPHEMERAL),))
+    messages = (*compacted()[:2], tail)
+
+    _, sent = send(chain(), messages, summary=True, tools=tools)  # 3 exist: room for one
+    assert count_breakpoints(sent) == MAX_BREAKPOINTS
+    assert marked(sent.system_blocks()) == [1]
+    assert marked(sent.messages[0].blocks()) == []
+
+    full = (*tools, ToolDefinition(name="t9", cache_control=EPHEMERAL))
+    _, sent = send(chain(), messages, summary=True, tools=full)  # 4 exist: room for none
+    assert count_breakpoints(sent) == MAX_BREAKPOINTS
+    assert marked(sent.system_blocks()) == []
+
+
+def test_an_existing_breakpoint_on_the_target_is_kept_as_is() -> None:
+    summary = Message(role="user", content=(TextBlock(text="s", cache_control=ONE_HOUR),))
+    _, sent = send(chain(), (summary, assistant("a"), user("b")), summary=True)
+    assert sent.messages[0].blocks()[0].cache_control == ONE_HOUR  # type: ignore[union-attr]
+    assert count_breakpoints(sent) == 2

@@ -1,0 +1,227 @@
+"""The summarization middleware through the real loop on the embedded SQLite store."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from shared.compaction.extractive import ExtractiveSummarizer
+from shared.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
+from shared.compaction.validate import Violation
+from shared.core.errors import ProviderError
+from shared.core.messages import Message
+from shared.history.paths import conversation_history_path
+from shared.middleware.observer import NullObserver
+from shared.middleware.summarization import SummarizationMiddleware
+from shared.providers.base import Capabilities
+from shared.providers.scripted import ScriptedCounter, ScriptedProvider, text_reply, tool_reply
+from shared.summarizers.inline import InlineOffloader
+from tests.agent_support import build, make_settings
+
+FACT = "Remember fact {i}: token key-{i:04d}. " + "detail " * 150
+
+
+def chat(agent: Any, provider: Any, session: str, turns: int) -> list[Any]:
+    out = []
+    for i in range(turns):
+        provider.push(text_reply(f"ok {i}"))
+        out.append(agent.loop.run_turn(session, FACT.format(i=i)))
+    return out
+
+
+class Recording:
+    """Ports that record the order of calls and delegate to real implementations."""
+
+    def __init__(self, offloader: Any, *, fail_offload: bool = False) -> None:
+        self.events: list[str] = []
+        self.offloader = offloader
+        self.fail_offload = fail_offload
+        self.summaries = 0
+
+    def offload(self, job: OffloadJob) -> str:
+        self.events.append("offload")
+        if self.fail_offload:
+            raise OSError("disk full")
+        return str(self.offloader.offload(job))
+
+    def summarize(self, job: SummaryJob) -> SummaryResult:
+        self.events.append("summarize")
+        self.summaries += 1
+        return SummaryResult(text=f"summary of {job.from_seq}-{job.to_seq}", summarizer="test")
+
+
+def middleware(agent: Any) -> SummarizationMiddleware:
+    found = [m for m in agent.loop.chain if isinstance(m, SummarizationMiddleware)]
+    return found[0]
+
+
+def test_under_the_trigger_nothing_changes(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path, window=200_000)
+    chat(agent, provider, "s", 4)
+    last = provider.requests[-1]
+    assert len(last.messages) == 7
+    assert agent.store.session("s").compactions == 0  # type: ignore[union-attr]
+
+
+def test_offload_comes_before_the_summary_and_the_head_names_the_file(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path)
+    ports = Recording(InlineOffloader(agent.history))
+    middleware(agent).offloader = ports
+    middleware(agent).summarizer = ports
+    results = chat(agent, provider, "s", 14)
+    records = [c for r in results for c in r.compactions]
+    assert records and ports.events[:2] == ["offload", "summarize"]
+    head = provider.requests[-1].messages[0]
+    assert conversation_history_path("s") in str(head.content)
+    assert records[0].summary is not None and records[0].summary in str(head.content)
+
+
+def test_a_failed_offload_keeps_every_message(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path)
+    ports = Recording(InlineOffloader(agent.history), fail_offload=True)
+    middleware(agent).offloader = ports
+    middleware(agent).summarizer = ports
+    turns = 0
+    while "offload" not in ports.events:
+        chat(agent, provider, f"s{turns}", 0)
+        provider.push(text_reply(f"ok {turns}"))
+        agent.loop.run_turn("s", FACT.format(i=turns))
+        turns += 1
+    # Over the trigger (so it tried) but inside the window: the compaction is abandoned
+    # and every message goes out, none evicted without being offloaded.
+    assert ports.summaries == 0
+    assert len(provider.requests[-1].messages) == 2 * turns - 1
+    assert agent.store.session("s").compactions == 0  # type: ignore[union-attr]
+
+
+def test_truncation_past_a_failed_offload_says_where_the_messages_are(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path)
+    ports = Recording(InlineOffloader(agent.history), fail_offload=True)
+    middleware(agent).offloader = ports
+    middleware(agent).summarizer = ports
+    records = [c for r in chat(agent, provider, "s", 16) for c in r.compactions]
+    assert records and all(r.reason == "truncate" for r in records)
+    assert records[-1].offloaded_to_seq is None
+    head = str(provider.requests[-1].messages[0].content)
+    assert "remain in the stored transcript" in head
+    assert len(agent.store.messages("s")) == 32
+
+
+def test_a_failing_summarizer_falls_back_to_the_extractive_summary(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path)
+    broken = ScriptedProvider(fallback=lambda r: (_ for _ in ()).throw(ProviderError("503")))
+    middleware(agent).summarizer = type(middleware(agent).summarizer)(
+        broken, fallback=ExtractiveSummarizer()
+    )
+    records = [c for r in chat(agent, provider, "s", 14) for c in r.compactions]
+    assert records[0].summarizer == "extractive"
+    assert records[0].fallback_reason is not None and "provider error" in records[0].fallback_reason
+    assert "key-0000" in (records[0].summary or "")
+
+
+class Blocked(NullObserver):
+    def __init__(self) -> None:
+        self.blocked: list[list[str]] = []
+
+    def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
+        self.blocked.append(violations)
+
+
+def test_an_invalid_compaction_is_abandoned_for_mechanical_truncation(tmp_path: Path) -> None:
+    observer = Blocked()
+    agent, provider = build(tmp_path, observers=[observer])
+    rejected: list[int] = []
+
+    def reject_summaries(messages: Any) -> list[Violation]:
+        if "<summary>" in str(messages[0].content):
+            rejected.append(len(messages))
+            return [Violation("alternation", 0, "messages: rejected for the test")]
+        return []
+
+    middleware(agent).validator = reject_summaries
+    records = [c for r in chat(agent, provider, "s", 14) for c in r.compactions]
+    assert rejected and observer.blocked == [["messages: rejected for the test"]]
+    assert records[0].reason == "truncate"
+    assert "<summary>" not in str(provider.requests[-1].to_api())
+
+
+def test_one_summary_per_turn_even_with_several_model_calls(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path)
+    ports = Recording(InlineOffloader(agent.history))
+    middleware(agent).offloader = ports
+    middleware(agent).summarizer = ports
+    chat(agent, provider, "s", 10)
+    provider.push(
+        tool_reply(("ls", {"path": "/"})), tool_reply(("ls", {"path": "/"})), text_reply("done")
+    )
+    result = agent.loop.run_turn("s", FACT.format(i=99) * 3)
+    assert result.model_calls == 3
+    assert len(result.compactions) == 1 and ports.summaries == 1
+
+
+def test_after_compaction_the_request_lands_well_under_the_trigger(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path)
+    records = [c for r in chat(agent, provider, "s", 30) for c in r.compactions]
+    assert records
+    for record in records:
+        assert record.tokens_after <= agent.profile.trigger_tokens * 0.85
+    turns = [r.at_turn for r in records]
+    assert all(b - a >= 2 for a, b in itertools.pairwise(turns))
+
+
+def test_the_providers_count_decides_the_trigger_and_the_estimate_backs_it_up(
+    tmp_path: Path,
+) -> None:
+    # Over the trigger (170,000 of 200,000) by the provider's count, far under it by the
+    # estimate: the count decides.
+    counting = ScriptedCounter(
+        count=lambda request: 180_000, capabilities=Capabilities(token_counting=True)
+    )
+    agent, _ = build(tmp_path / "a", window=200_000)
+    from shared.wiring.agent import build_agent
+
+    counted = build_agent(
+        make_settings(tmp_path / "b", window=200_000),
+        provider=counting,
+        summarizer_provider=ScriptedProvider(fallback=lambda r: text_reply("a summary " * 10)),
+    )
+    chat(counted, counting, "s", 3)
+    assert counting.count_calls > 0
+    assert counted.store.session("s").compactions >= 1  # type: ignore[union-attr]
+
+    failing = ScriptedCounter(
+        count_error=ProviderError("count_tokens is down"),
+        capabilities=Capabilities(token_counting=True),
+    )
+    fallback = build_agent(
+        make_settings(tmp_path / "c", window=200_000),
+        provider=failing,
+        summarizer_provider=ScriptedProvider(fallback=lambda r: text_reply("a summary " * 10)),
+    )
+    chat(fallback, failing, "s", 3)
+    assert failing.count_calls > 0
+    assert fallback.store.session("s").compactions == 0  # type: ignore[union-attr]
+    del agent
+
+
+def test_stored_messages_are_the_ones_appended(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path)
+    chat(agent, provider, "s", 14)
+    stored = agent.store.messages("s")
+    assert [m.message.role for m in stored] == ["user", "assistant"] * 14
+    assert all(isinstance(m.message, Message) for m in stored)
+    assert stored[0].message.text() == FACT.format(i=0)
+
+
+def test_run_state_stays_small_however_many_compactions(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path)
+    chat(agent, provider, "s", 40)
+    runs = agent.store.runs("s")
+    records = [r for run in runs for r in run.state.compactions]
+    assert len(records) >= 3
+    assert agent.store.session("s").compactions == len(records)  # type: ignore[union-attr]
+    latest = runs[-1].state
+    assert latest.compaction_count == len(records)
+    assert len(latest.compactions) <= 2  # this turn's own, not the session's history
+    assert len(latest.model_dump_json()) < 3 * len(records[-1].model_dump_json())

@@ -1,0 +1,558 @@
+"""The worker system's logic without services: waiting, fallback, configuration, summarizer.
+
+Redis is replaced by :class:`FakeJobs`, a small in-memory model of a job's keys (result,
+error, lease, enqueue mark with TTLs) on a fake clock, so the caller's single-flight loop
+is tested step by step: what it publishes, when it re-publishes, when it gives up.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import pickle
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import redis
+
+from shared.compaction.extractive import ExtractiveSummarizer
+from shared.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
+from shared.core.errors import ConfigError, InvalidRequestError, TransientProviderError
+from shared.core.messages import Message, Request, Response, StoredMessage
+from shared.core.settings import load_settings
+from shared.providers.scripted import ScriptedProvider, text_reply
+from shared.queue.celery_config import (
+    OFFLOAD_QUEUE,
+    OFFLOAD_TASK,
+    SUMMARIZE_QUEUE,
+    SUMMARIZE_TASK,
+    celery_config,
+    check_time_limits,
+)
+from shared.queue.keys import JobKey, range_fingerprint
+from shared.queue.lease import LeaseBusyError
+from shared.queue.queued import QueuedOffloader, QueuedSummarizer, offload_payload
+from shared.queue.results import JobState
+from shared.queue.waiting import (
+    JobFailedError,
+    PublishError,
+    QueueDeadlineError,
+    WaitPolicy,
+    await_job,
+)
+from shared.summarizers.inline import InlineOffloader, InlineSummarizer
+from tests.memory_history import MemoryHistory
+from worker.execution import MissingRangeError
+from worker.summarizer import TaskSummarizer, load_provider_factory, worker_summarizer
+
+KEY = JobKey("summary", "s1", 3)
+POLICY = WaitPolicy(deadline=10.0, enqueue_ttl=2.0, first_poll=0.1, max_poll=0.5)
+GOOD_SUMMARY = "A briefing long enough to count as a summary for a fresh agent."
+
+
+# -- a fake of the job's Redis keys ------------------------------------------------------------
+
+
+@dataclass
+class FakeClock:
+    now: float = 0.0
+    sleeps: list[float] = field(default_factory=list)
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+@dataclass
+class FakeJobs:
+    """One job's keys with expiry on the fake clock; ``events`` change them at given times."""
+
+    clock: FakeClock
+    result: str | None = None
+    error: str | None = None
+    lease_until: float = float("-inf")
+    dispatch_until: float = float("-inf")
+    claims: int = 0
+    releases: int = 0
+    events: list[tuple[float, Callable[[FakeJobs], None]]] = field(default_factory=list)
+
+    def _apply_events(self) -> None:
+        due = [event for event in self.events if event[0] <= self.clock.now]
+        self.events = [event for event in self.events if event[0] > self.clock.now]
+        for _, change in due:
+            change(self)
+
+    def state(self, key: JobKey) -> JobState:
+        self._apply_events()
+        now = self.clock.now
+        return JobState(self.result, self.error, now < self.lease_until, now < self.dispatch_until)
+
+    def claim_dispatch(self, key: JobKey, ttl_seconds: float) -> bool:
+        if self.clock.now < self.dispatch_until:
+            return False
+        self.dispatch_until = self.clock.now + ttl_seconds
+        self.claims += 1
+        return True
+
+    def release_dispatch(self, key: JobKey) -> None:
+        self.releases += 1
+        self.dispatch_until = float("-inf")
+
+    def commit(self, key: JobKey, payload: str) -> str:
+        if self.result is None:
+            self.result = payload
+        return self.result
+
+    def at(self, when: float, change: Callable[[FakeJobs], None]) -> None:
+        self.events.append((when, change))
+
+
+def publishes(clock: FakeClock) -> tuple[list[float], Callable[[float], None]]:
+    """A publish function recording when it was called."""
+    times: list[float] = []
+
+    def publish(remaining: float) -> None:
+        times.append(clock.now)
+
+    return times, publish
+
+
+def wait(jobs: FakeJobs, clock: FakeClock, publish: Callable[[float], object]) -> str:
+    return await_job(jobs, KEY, publish, POLICY, clock=clock, sleep=clock.sleep)
+
+
+def committed(text: str) -> Callable[[FakeJobs], None]:
+    def change(jobs: FakeJobs) -> None:
+        jobs.result = text
+
+    return change
+
+
+def leased_for(seconds: float) -> Callable[[FakeJobs], None]:
+    def change(jobs: FakeJobs) -> None:
+        jobs.lease_until = jobs.clock.now + seconds
+
+    return change
+
+
+# -- the caller's single-flight wait -----------------------------------------------------------
+
+
+def test_a_committed_result_is_returned_without_publishing() -> None:
+    clock = FakeClock()
+    jobs = FakeJobs(clock, result="cached")
+    times, publish = publishes(clock)
+    assert wait(jobs, clock, publish) == "cached"
+    assert times == []
+    assert clock.sleeps == []
+
+
+def test_publishes_once_then_waits_for_the_worker_with_growing_polls() -> None:
+    clock = FakeClock()
+    jobs = FakeJobs(clock)
+    jobs.at(0.05, leased_for(100))  # the worker picks it up and keeps its lease alive
+    jobs.at(3.0, committed("from the worker"))
+    times, publish = publishes(clock)
+
+    assert wait(jobs, clock, publish) == "from the worker"
+    assert times == [0.0]
+    assert clock.sleeps[:3] == pytest.approx([0.1, 0.15, 0.225])
+    assert max(clock.sleeps) == pytest.approx(0.5)
+
+
+def test_republishes_when_the_lease_holder_died_and_the_enqueue_mark_expired() -> None:
+    clock = FakeClock()
+    jobs = FakeJobs(clock)
+    jobs.at(0.05, leased_for(1.5))  # the worker dies: its lease is never extended
+    times, publish = publishes(clock)
+    jobs.at(6.0, committed("second try"))
+
+    assert wait(jobs, clock, publish) == "second try"
+    # Lease gone at 1.55, enqueue mark (2 s) gone at 2.0: the next poll publishes again,
+    # and again every 2 s while nobody takes the job.
+    assert len(times) >= 2
+    assert times[1] >= 2.0
+    assert all(later - earlier >= 2.0 for earlier, later in itertools.pairwise(times))
+
+
+def test_never_republishes_while_a_live_worker_holds_the_lease() -> None:
+    clock = FakeClock()
+    jobs = FakeJobs(clock)
+    jobs.at(0.05, leased_for(100))
+    jobs.at(9.0, committed("slow but alive"))
+    times, publish = publishes(clock)
+    assert wait(jobs, clock, publish) == "slow but alive"
+    assert times == [0.0]
+
+
+def test_gives_up_at_the_deadline_without_sleeping_past_it() -> None:
+    clock = FakeClock()
+    jobs = FakeJobs(clock)
+    jobs.at(0.05, leased_for(100))
+    _, publish = publishes(clock)
+    with pytest.raises(QueueDeadlineError, match="no result within 10 s"):
+        wait(jobs, clock, publish)
+    assert clock.now == pytest.approx(POLICY.deadline)
+
+
+def test_a_failure_recorded_by_the_worker_ends_the_wait_at_once() -> None:
+    clock = FakeClock()
+    jobs = FakeJobs(clock)
+    jobs.at(0.3, lambda j: setattr(j, "error", "MissingRangeError: gone"))
+    _, publish = publishes(clock)
+    with pytest.raises(JobFailedError, match="MissingRangeError: gone"):
+        wait(jobs, clock, publish)
+    assert clock.now < 1
+
+
+def test_a_failed_publish_releases_the_enqueue_mark() -> None:
+    clock = FakeClock()
+    jobs = FakeJobs(clock)
+
+    def broken(remaining: float) -> None:
+        raise ConnectionRefusedError("broker down")
+
+    with pytest.raises(PublishError, match="broker down"):
+        wait(jobs, clock, broken)
+    assert jobs.claims == 1
+    assert jobs.releases == 1
+    assert not jobs.state(KEY).dispatched
+
+
+# -- the queued ports fall back, and agree on one result ---------------------------------------
+
+
+def stored(count: int = 4) -> tuple[StoredMessage, ...]:
+    roles = ("user", "assistant")
+    return tuple(
+        StoredMessage(seq=i + 1, turn=1, message=Message(role=roles[i % 2], content=f"message {i}"))
+        for i in range(count)
+    )
+
+
+def summary_job() -> SummaryJob:
+    evicted = stored()
+    return SummaryJob(
+        session_id="s1",
+        turn=3,
+        from_seq=1,
+        to_seq=4,
+        previous_summary=None,
+        evicted=evicted,
+        model="m",
+    )
+
+
+@dataclass
+class RecordingDispatcher:
+    sent: list[tuple[str, dict[str, object], float]] = field(default_factory=list)
+
+    def dispatch(self, task: str, kwargs: dict[str, object], *, expires: float) -> str:
+        self.sent.append((task, kwargs, expires))
+        return f"id-{len(self.sent)}"
+
+
+class DownJobs:
+    """Redis refusing every connection."""
+
+    def state(self, key: JobKey) -> JobState:
+        raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+
+    def commit(self, key: JobKey, payload: str) -> str:
+        raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+
+    def claim_dispatch(self, key: JobKey, ttl_seconds: float) -> bool:
+        raise AssertionError("never reached")
+
+    def release_dispatch(self, key: JobKey) -> None:
+        raise AssertionError("never reached")
+
+
+def queued_summarizer(jobs: object, fallback_text: str = GOOD_SUMMARY) -> QueuedSummarizer:
+    inline = InlineSummarizer(ScriptedProvider(fallback=lambda r: text_reply(fallback_text)))
+    return QueuedSummarizer(
+        cache=jobs,  # type: ignore[arg-type]
+        dispatcher=RecordingDispatcher(),
+        policy=WaitPolicy(deadline=0.05, enqueue_ttl=1.0, first_poll=0.01),
+        fallback=inline,
+    )
+
+
+def test_redis_down_falls_back_inline_and_records_why() -> None:
+    result = queued_summarizer(DownJobs()).summarize(summary_job())
+    assert result.text == GOOD_SUMMARY
+    assert result.summarizer == "llm"
+    assert result.fallback_reason is not None
+    assert result.fallback_reason.startswith("redis_unavailable: ")
+    assert "Connection refused" in result.fallback_reason
+
+
+def test_the_inline_fallback_of_the_fallback_keeps_both_reasons() -> None:
+    result = queued_summarizer(DownJobs(), fallback_text="").summarize(summary_job())
+    assert result.summarizer == "extractive"
+    assert result.fallback_reason is not None
+    assert result.fallback_reason.startswith("redis_unavailable: ")
+    assert result.fallback_reason.endswith("; empty summary")
+
+
+def test_after_a_deadline_the_fallback_summary_is_committed_for_the_whole_turn() -> None:
+    jobs = FakeJobs(FakeClock())
+    summarizer = queued_summarizer(jobs)
+    first = summarizer.summarize(summary_job())
+    assert first.fallback_reason is not None
+    assert first.fallback_reason.startswith("queue_deadline: ")
+    assert jobs.result is not None
+    assert SummaryResult.model_validate_json(jobs.result) == first
+
+    sent = summarizer.dispatcher.sent  # type: ignore[attr-defined]
+    assert [(task, kwargs) for task, kwargs, _ in sent] == [
+        (
+            SUMMARIZE_TASK,
+            {
+                "session_id": "s1",
+                "turn": 3,
+                "from_seq": 1,
+                "to_seq": 4,
+                "previous_summary": None,
+                "model": "m",
+                "fingerprint": range_fingerprint(summary_job().evicted),
+            },
+        )
+    ]
+    # The arguments are ids and a digest, never the transcript itself.
+    assert len(json.dumps(sent[0][1])) < 300
+
+
+def test_a_worker_result_committed_first_wins_over_the_fallback() -> None:
+    worker = SummaryResult(text="worker text", summarizer="worker:llm")
+
+    class LateWorker(FakeJobs):
+        def commit(self, key: JobKey, payload: str) -> str:
+            self.result = self.result or worker.model_dump_json()  # landed just before us
+            return super().commit(key, payload)
+
+    result = queued_summarizer(LateWorker(FakeClock())).summarize(summary_job())
+    assert result == worker
+
+
+def test_offloader_falls_back_when_the_worker_wrote_where_this_host_cannot_read() -> None:
+    history = MemoryHistory()
+    jobs = FakeJobs(FakeClock(), result=offload_payload("/conversation_history/s1.md"))
+    offloader = QueuedOffloader(
+        cache=jobs,
+        dispatcher=RecordingDispatcher(),
+        policy=POLICY,
+        fallback=InlineOffloader(history),
+        history=history,
+    )
+    evicted = stored()
+    job = OffloadJob(session_id="s1", turn=3, from_seq=1, to_seq=4, evicted=evicted)
+
+    path = offloader.offload(job)
+
+    assert path == "/conversation_history/s1.md"
+    assert "message 3" in history.read(path)  # written here, by the fallback
+
+
+def test_offloader_trusts_a_visible_worker_result_without_writing() -> None:
+    history = MemoryHistory()
+    history.write("/conversation_history/s1.md", "written by the worker\n")
+    jobs = FakeJobs(FakeClock(), result=offload_payload("/conversation_history/s1.md"))
+    offloader = QueuedOffloader(
+        cache=jobs,
+        dispatcher=RecordingDispatcher(),
+        policy=POLICY,
+        fallback=InlineOffloader(history),
+        history=history,
+    )
+    job = OffloadJob(session_id="s1", turn=3, from_seq=1, to_seq=4, evicted=stored())
+    assert offloader.offload(job) == "/conversation_history/s1.md"
+    assert history.read("/conversation_history/s1.md") == "written by the worker\n"
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+
+def test_celery_config_is_reliable_json_only_and_routes_each_task_to_its_queue() -> None:
+    conf = celery_config(load_settings(redis_url="redis://127.0.0.1:6379/3"))
+    assert conf["broker_url"] == conf["result_backend"] == "redis://127.0.0.1:6379/3"
+    assert conf["accept_content"] == ["json"]
+    assert conf["task_serializer"] == conf["result_serializer"] == "json"
+    assert conf["task_acks_late"] and conf["task_reject_on_worker_lost"]
+    assert conf["task_acks_on_failure"] and conf["task_acks_on_timeout"]
+    assert conf["worker_prefetch_multiplier"] == 1
+    assert conf["worker_cancel_long_running_tasks_on_connection_loss"]
+    assert conf["worker_send_task_events"] and conf["task_send_sent_event"]
+    visibility = conf["visibility_timeout"]
+    assert conf["broker_transport_options"]["visibility_timeout"] == visibility
+    assert conf["result_backend_transport_options"]["visibility_timeout"] == visibility
+    assert conf["task_soft_time_limit"] < conf["task_time_limit"] < visibility
+    assert conf["task_routes"][SUMMARIZE_TASK] == {"queue": SUMMARIZE_QUEUE}
+    assert conf["task_routes"][OFFLOAD_TASK] == {"queue": OFFLOAD_QUEUE}
+    queues = {queue.name: queue for queue in conf["task_queues"]}
+    assert queues[SUMMARIZE_QUEUE].exchange.name != queues[OFFLOAD_QUEUE].exchange.name
+    assert queues[OFFLOAD_QUEUE].routing_key == OFFLOAD_QUEUE
+
+
+@pytest.mark.parametrize(
+    ("overrides", "variable"),
+    [
+        ({"summarizer_timeout": 95.0}, "HANGO_SUMMARIZER_TIMEOUT"),
+        ({"worker_soft_time_limit": 130.0}, "HANGO_WORKER_SOFT_TIME_LIMIT"),
+        ({"worker_time_limit": 700.0}, "HANGO_WORKER_TIME_LIMIT"),
+        ({"queue_lease_ttl": 600.0}, "HANGO_QUEUE_LEASE_TTL"),
+    ],
+)
+def test_limits_that_do_not_nest_fail_naming_the_variable(
+    overrides: dict[str, float], variable: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check_time_limits(load_settings(**overrides))
+    assert caught.value.variable == variable
+    assert variable in str(caught.value)
+
+
+def test_the_queue_needs_a_redis_url() -> None:
+    with pytest.raises(ConfigError, match="HANGO_REDIS_URL"):
+        celery_config(load_settings(redis_url=None))
+
+
+def test_embedded_default_never_imports_the_queue(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from shared.wiring.agent import build_agent\n"
+        "from shared.core.settings import load_settings\n"
+        "from shared.providers.scripted import ScriptedProvider\n"
+        f"settings = load_settings(database_url='sqlite:///{tmp_path}/h.db', "
+        f"history_root='{tmp_path}/history', redis_url=None, estimator='heuristic')\n"
+        "build_agent(settings, provider=ScriptedProvider())\n"
+        "loaded = [m for m in sys.modules if m.split('.')[0] in ('celery', 'kombu', 'redis')"
+        " or m.startswith('shared.queue')]\n"
+        "assert not loaded, loaded\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+
+
+# -- the worker's summarizer -----------------------------------------------------------------
+
+
+def test_worker_summarizer_choices() -> None:
+    assert isinstance(
+        worker_summarizer(load_settings(worker_summarizer="extractive")), ExtractiveSummarizer
+    )
+    chosen = worker_summarizer(
+        load_settings(worker_summarizer="tests.unit.queue.test_queue:scripted_summary_provider")
+    )
+    assert isinstance(chosen, TaskSummarizer)
+    assert chosen.summarize(summary_job()).text == GOOD_SUMMARY
+
+
+def scripted_summary_provider(settings: object) -> ScriptedProvider:
+    return ScriptedProvider(fallback=lambda request: text_reply(GOOD_SUMMARY))
+
+
+@pytest.mark.parametrize(
+    ("spec", "detail"),
+    [
+        ("openai", "expected 'anthropic', 'extractive' or 'package.module:factory'"),
+        ("no_such_module_here:make", "cannot load"),
+        ("tests.unit.queue.test_queue:missing", "cannot load"),
+        ("tests.unit.queue.test_queue:GOOD_SUMMARY", "is not callable"),
+    ],
+)
+def test_a_bad_worker_summarizer_fails_naming_the_variable(spec: str, detail: str) -> None:
+    with pytest.raises(ConfigError, match=detail) as caught:
+        load_provider_factory(spec)
+    assert caught.value.variable == "HANGO_WORKER_SUMMARIZER"
+
+
+def replying(*replies: Response | BaseException) -> TaskSummarizer:
+    return TaskSummarizer(ScriptedProvider(list(replies)))
+
+
+def test_task_summarizer_raises_transient_errors_for_the_task_to_retry() -> None:
+    with pytest.raises(TransientProviderError):
+        replying(TransientProviderError("overloaded", status=529)).summarize(summary_job())
+
+
+def test_task_summarizer_falls_back_to_extractive_on_what_a_retry_cannot_fix() -> None:
+    permanent = replying(InvalidRequestError("bad", status=400)).summarize(summary_job())
+    assert permanent.summarizer == "extractive"
+    assert permanent.fallback_reason is not None
+    assert "InvalidRequestError" in permanent.fallback_reason
+
+    short = replying(text_reply("ok")).summarize(summary_job())
+    assert short.summarizer == "extractive"
+    assert short.fallback_reason == "summary too short (2 characters)"
+
+    good = TaskSummarizer(ScriptedProvider([text_reply(GOOD_SUMMARY)]))
+    result = good.summarize(summary_job())
+    assert (result.text, result.summarizer, result.fallback_reason) == (GOOD_SUMMARY, "llm", None)
+    sent: Request = good.provider.requests[0]  # type: ignore[attr-defined]
+    assert sent.model == "m"
+
+
+# -- small contracts -----------------------------------------------------------------------------
+
+
+def test_job_keys_share_the_session_hash_tag_and_differ_by_kind_and_turn() -> None:
+    summary = JobKey("summary", "s1", 3)
+    assert summary.result == "hango:summary:{s1}:3:result"
+    assert {summary.lease, summary.enqueue, summary.error} == {
+        "hango:summary:{s1}:3:lease",
+        "hango:summary:{s1}:3:enqueue",
+        "hango:summary:{s1}:3:error",
+    }
+    assert JobKey("offload", "s1", 3).result != summary.result
+    assert JobKey("summary", "s1", 4).result != summary.result
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        LeaseBusyError("hango:summary:{s1}:3:lease"),
+        QueueDeadlineError("no result"),
+        JobFailedError("failed"),
+        PublishError("broker down"),
+        MissingRangeError("missing"),
+    ],
+)
+def test_queue_errors_pickle_with_their_fields(error: Exception) -> None:
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error)
+    assert str(copy) == str(error)
+    assert vars(copy) == vars(error)
+
+
+def test_a_worker_refuses_a_range_that_differs_from_the_one_the_agent_evicted(
+    tmp_path: Path,
+) -> None:
+    from shared.core.errors import HangoError
+    from shared.core.messages import Message
+    from shared.store import Store
+    from worker.execution import load_checked_range
+
+    store = Store.from_url(f"sqlite:///{tmp_path / 'worker.db'}")
+    store.migrate()
+    store.ensure_session("reused", "m")
+    store.append_message("reused", 1, Message(role="user", content="a different conversation"))
+    theirs = tuple(store.messages("reused", 1, 1))
+    agent_side = (theirs[0].model_copy(update={"message": Message(role="user", content="mine")}),)
+
+    assert load_checked_range(store, "reused", 1, 1, range_fingerprint(theirs)) == theirs
+    with pytest.raises(HangoError, match="differ from the ones the agent evicted"):
+        load_checked_range(store, "reused", 1, 1, range_fingerprint(agent_side))
+    assert (
+        JobKey("summary", "reused", 1, (1, 1), range_fingerprint(theirs)).result
+        != JobKey("summary", "reused", 1, (1, 1), range_fingerprint(agent_side)).result
+    )

@@ -1,0 +1,480 @@
+"""The store's contract, run here on SQLite (the embedded default).
+
+``StoreContract`` and ``MigrationsContract`` hold the checks; the integration tests run
+the same classes against PostgreSQL, which is the proof that the real path works.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from sqlalchemy import Engine, event, inspect, select, text
+
+from shared.compaction.record import CompactionRecord, RunState
+from shared.core.errors import InvalidSessionIdError
+from shared.core.messages import Message
+from shared.store import RunInfo, Store, UnknownSessionError
+from shared.store.repository import engine_from_url
+from shared.store.tables import messages, metadata
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def tool_batch_conversation() -> list[tuple[int, Message]]:
+    """Two turns with parallel tool calls, an error result, images, thinking, extras."""
+    raw: list[tuple[int, dict[str, Any]]] = [
+        (1, {"role": "user", "content": "List the repo and read the README."}),
+        (
+            1,
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "Two calls at once.", "signature": "c2ln"},
+                    {"type": "text", "text": "Looking."},
+                    {"type": "tool_use", "id": "toolu_01", "name": "ls", "input": {"path": "/"}},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_02",
+                        "name": "read_file",
+                        "input": {"path": "/README.md", "limit": 200, "nested": {"a": [1, 2]}},
+                    },
+                ],
+            },
+        ),
+        (
+            1,
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_01",
+                        "content": "README.md\nsrc/",
+                    },
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_02",
+                        "content": [
+                            {"type": "text", "text": "# hango ünïcödé ✓"},
+                            {
+                                "type": "image",
+                                "source": {
+                                    "type": "base64",
+                                    "media_type": "image/png",
+                                    "data": "iV",
+                                },
+                            },
+                        ],
+                    },
+                ],
+            },
+        ),
+        (1, {"role": "assistant", "content": [{"type": "text", "text": "Done.", "zeta": 1}]}),
+        (2, {"role": "user", "content": [{"type": "text", "text": "Delete /tmp.", "a_key": None}]}),
+        (
+            2,
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "redacted_thinking", "data": "ZW5j"},
+                    {"type": "server_tool_use", "id": "srv_1", "name": "web", "input": {}},
+                    {"type": "tool_use", "id": "toolu_03", "name": "rm", "input": {"path": "/tmp"}},
+                ],
+            },
+        ),
+        (
+            2,
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_03",
+                        "content": "refused",
+                        "is_error": True,
+                        "cache_control": {"type": "ephemeral"},
+                    }
+                ],
+            },
+        ),
+    ]
+    return [(turn, Message.model_validate(body)) for turn, body in raw]
+
+
+@contextmanager
+def recorded_statements(engine: Engine) -> Iterator[list[str]]:
+    """Every SQL statement the engine sends while the block runs."""
+    seen: list[str] = []
+
+    def record(*args: Any) -> None:
+        seen.append(" ".join(str(args[2]).split()))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def message_rows(engine: Engine, session_id: str) -> list[tuple[Any, ...]]:
+    query = select(messages).where(messages.c.session_id == session_id).order_by(messages.c.seq)
+    with engine.connect() as conn:
+        return [tuple(row) for row in conn.execute(query)]
+
+
+def compaction(at_turn: int, kept_from_seq: int) -> CompactionRecord:
+    return CompactionRecord(
+        at_turn=at_turn,
+        reason="threshold",
+        kept_from_seq=kept_from_seq,
+        summary=f"summary up to {kept_from_seq}",
+        offload_path="/conversation_history/s1.md",
+        tokens_before=170_000,
+        tokens_after=12_000,
+        evicted_messages=kept_from_seq - 1,
+        summarizer="queued",
+    )
+
+
+class StoreContract:
+    """Checks every store must pass; subclasses provide the ``store`` fixture."""
+
+    def test_tool_batches_round_trip_exactly(self, store: Store) -> None:
+        store.ensure_session("s1", "claude-sonnet-4-5")
+        conversation = tool_batch_conversation()
+        appended = [store.append_message("s1", turn, message) for turn, message in conversation]
+
+        loaded = store.messages("s1")
+
+        assert [m.seq for m in appended] == list(range(1, len(conversation) + 1))
+        assert loaded == appended
+        for (turn, original), stored in zip(conversation, loaded, strict=True):
+            assert stored.turn == turn
+            # Order-sensitive: the JSON comes back key for key, as it was written.
+            assert json.dumps(stored.message.to_api()) == json.dumps(original.to_api())
+        with store.engine.connect() as conn:
+            raw = conn.execute(select(messages.c.role, messages.c.content)).all()
+        assert [row.content for row in raw] == [m.to_api() for _, m in conversation]
+        assert [row.role for row in raw] == [m.role for _, m in conversation]
+
+    def test_messages_bounds_are_inclusive_and_ordered(self, store: Store) -> None:
+        store.ensure_session("s1", "m")
+        for index in range(6):
+            store.append_message("s1", 1, Message(role="user", content=f"m{index}"))
+
+        assert [m.seq for m in store.messages("s1", from_seq=2, to_seq=4)] == [2, 3, 4]
+        assert [m.seq for m in store.messages("s1", from_seq=5)] == [5, 6]
+        assert [m.message.content for m in store.messages("s1", to_seq=2)] == ["m0", "m1"]
+        assert store.messages("s1", from_seq=7) == []
+        assert store.messages("missing") == []
+
+    def test_seq_counts_per_session(self, store: Store) -> None:
+        store.ensure_session("a", "m")
+        store.ensure_session("b", "m")
+        seqs = [
+            store.append_message(sid, 1, Message(role="user", content=sid)).seq
+            for sid in ("a", "b", "a", "a", "b")
+        ]
+        assert seqs == [1, 1, 2, 3, 2]
+
+    def test_concurrent_appends_get_unique_consecutive_seqs(self, store: Store) -> None:
+        store.ensure_session("s1", "m")
+        threads, per_thread = 8, 10
+        start = threading.Barrier(threads)
+
+        def append_many(worker: int) -> None:
+            start.wait()
+            for index in range(per_thread):
+                text_ = f"{worker}:{index}"
+                store.append_message("s1", 1, Message(role="user", content=text_))
+
+        run_threads(threads, append_many)
+
+        stored = store.messages("s1")
+        assert [m.seq for m in stored] == list(range(1, threads * per_thread + 1))
+        for worker in range(threads):
+            mine = [
+                m.message.content for m in stored if str(m.message.content).startswith(f"{worker}:")
+            ]
+            assert mine == [f"{worker}:{index}" for index in range(per_thread)]
+
+    def test_append_to_unknown_session_is_refused(self, store: Store) -> None:
+        with pytest.raises(UnknownSessionError, match="nobody"):
+            store.append_message("nobody", 1, Message(role="user", content="hi"))
+
+    def test_ensure_session_is_idempotent_and_validates(self, store: Store) -> None:
+        store.ensure_session("s-1.a_b", "model-a")
+        first = store.session("s-1.a_b")
+        store.ensure_session("s-1.a_b", "model-b")
+
+        assert store.session("s-1.a_b") == first
+        assert first is not None
+        assert (first.model, first.last_input_tokens, first.compactions) == ("model-a", 0, 0)
+        assert first.created_at.tzinfo is not None
+        assert store.session("other") is None
+        for hostile in ("../../etc/passwd", "a/b", "a\x00", "x" * 10_000, ""):
+            with pytest.raises(InvalidSessionIdError):
+                store.ensure_session(hostile, "m")
+        assert [s.id for s in store.sessions()] == ["s-1.a_b"]
+
+    def test_last_turn_covers_messages_and_runs(self, store: Store) -> None:
+        store.ensure_session("s1", "m")
+        assert store.last_turn("s1") == 0
+        store.append_message("s1", 2, Message(role="user", content="hi"))
+        assert store.last_turn("s1") == 2
+        store.start_run("s1", 3, RunState())
+        assert store.last_turn("s1") == 3
+
+    def test_runs_and_state_round_trip(self, store: Store) -> None:
+        store.ensure_session("s1", "m")
+        assert store.latest_state("s1") == RunState()
+        first = store.start_run("s1", 1, RunState())
+        state = RunState().with_compaction(compaction(1, 5)).forcing("overflow")
+        store.save_run_state(first, state)
+        store.finish_run(first, "completed")
+        second = store.start_run("s1", 2, state)
+        later = state.with_compaction(compaction(2, 9))
+        store.save_run_state(second, later)
+        store.finish_run(second, "failed", error="ContextOverflowError: too long")
+
+        assert store.run("s1", 1) == RunInfo(first, "s1", 1, "completed", state, None)
+        assert store.run("s1", 2) == RunInfo(
+            second, "s1", 2, "failed", later, "ContextOverflowError: too long"
+        )
+        assert store.latest_state("s1") == later
+        assert [r.turn for r in store.runs("s1")] == [1, 2]
+        assert store.run("s1", 3) is None
+
+    def test_resumed_turn_gets_the_existing_run_unchanged(self, store: Store) -> None:
+        store.ensure_session("s1", "m")
+        state = RunState().with_compaction(compaction(1, 3))
+        run_id = store.start_run("s1", 1, state)
+
+        assert store.start_run("s1", 1, RunState()) == run_id
+        found = store.run("s1", 1)
+        assert found is not None
+        assert (found.state, found.status) == (state, "running")
+        assert len(store.runs("s1")) == 1
+
+    def test_run_errors_name_the_bad_input(self, store: Store) -> None:
+        store.ensure_session("s1", "m")
+        run_id = store.start_run("s1", 1, RunState())
+        with pytest.raises(ValueError, match="'done'"):
+            store.finish_run(run_id, "done")
+        with pytest.raises(LookupError, match="999"):
+            store.save_run_state(999, RunState())
+        with pytest.raises(UnknownSessionError):
+            store.start_run("nobody", 1, RunState())
+
+    def test_write_session_counters_is_one_update(self, store: Store) -> None:
+        store.ensure_session("s1", "m")
+        with recorded_statements(store.engine) as seen:
+            store.write_session_counters("s1", last_input_tokens=123_456, compactions=2)
+
+        updates = [s for s in seen if s.upper().startswith("UPDATE")]
+        assert len(updates) == 1
+        assert updates[0].upper().startswith("UPDATE SESSIONS")
+        info = store.session("s1")
+        assert info is not None
+        assert (info.last_input_tokens, info.compactions) == (123_456, 2)
+        with pytest.raises(UnknownSessionError):
+            store.write_session_counters("nobody", last_input_tokens=1, compactions=0)
+
+    def test_messages_are_never_updated_or_deleted(self, store: Store) -> None:
+        mutators = [
+            name
+            for name in dir(Store)
+            if not name.startswith("_")
+            and any(verb in name for verb in ("update", "delete", "edit", "replace", "remove"))
+        ]
+        assert mutators == []
+
+        with recorded_statements(store.engine) as seen:
+            store.ensure_session("s1", "m")
+            for turn, message in tool_batch_conversation():
+                store.append_message("s1", turn, message)
+            run_id = store.start_run("s1", 2, RunState())
+            store.save_run_state(run_id, RunState().with_compaction(compaction(2, 4)))
+            before = message_rows(store.engine, "s1")
+            store.write_session_counters("s1", last_input_tokens=9, compactions=1)
+            store.finish_run(run_id, "completed")
+
+        assert message_rows(store.engine, "s1") == before
+        touching_messages = [
+            s for s in seen if s.upper().startswith(("UPDATE MESSAGES", "DELETE FROM MESSAGES"))
+        ]
+        assert touching_messages == []
+
+
+def run_threads(count: int, target: Callable[[int], None]) -> None:
+    """Run ``target(i)`` in ``count`` threads; re-raise the first error any of them hit."""
+    errors: list[BaseException] = []
+
+    def guarded(index: int) -> None:
+        try:
+            target(index)
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    workers = [threading.Thread(target=guarded, args=(i,)) for i in range(count)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    if errors:
+        raise errors[0]
+
+
+# -- migrations -------------------------------------------------------------------------
+
+
+def run_alembic(url: str, action: str, revision: str) -> None:
+    """``alembic <action> <revision>`` on ``url``, handing our connection to env.py."""
+    config = Config(str(REPO_ROOT / "alembic.ini"))
+    engine = engine_from_url(url)
+    try:
+        with engine.connect() as conn:
+            config.attributes["connection"] = conn
+            getattr(command, action)(config, revision)
+            conn.commit()
+    finally:
+        engine.dispose()
+
+
+def columns(engine: Engine, table: str) -> list[str]:
+    return [column["name"] for column in inspect(engine).get_columns(table)]
+
+
+def table_rows(engine: Engine, table: str, order_by: str) -> list[tuple[Any, ...]]:
+    with engine.connect() as conn:
+        return [
+            tuple(row) for row in conn.execute(text(f"SELECT * FROM {table} ORDER BY {order_by}"))
+        ]
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+class MigrationsContract:
+    """Checks on the Alembic revisions; subclasses provide ``empty_url`` (no schema)."""
+
+    def test_head_matches_the_table_definitions(self, empty_url: str) -> None:
+        run_alembic(empty_url, "upgrade", "head")
+        engine = engine_from_url(empty_url)
+        try:
+            with engine.connect() as conn:
+                differences = compare_metadata(MigrationContext.configure(conn), metadata)
+            assert differences == []
+            assert current_revision(engine) == "0003_session_counters"
+        finally:
+            engine.dispose()
+
+    def test_downgrade_one_drops_exactly_the_counters_and_keeps_data(self, empty_url: str) -> None:
+        store = Store.from_url(empty_url)
+        try:
+            store.migrate()
+            seed(store)
+            kept_tables = ("messages", "runs", "history_files", "history_sections")
+            before = {name: table_rows(store.engine, name, "1") for name in kept_tables}
+            before_columns = {name: columns(store.engine, name) for name in kept_tables}
+            store.engine.dispose()
+
+            run_alembic(empty_url, "downgrade", "-1")
+
+            assert current_revision(store.engine) == "0002_history"
+            assert columns(store.engine, "sessions") == ["id", "model", "created_at"]
+            assert {name: columns(store.engine, name) for name in kept_tables} == before_columns
+            assert {name: table_rows(store.engine, name, "1") for name in kept_tables} == before
+            assert [row[0] for row in table_rows(store.engine, "sessions", "id")] == ["s1"]
+            store.engine.dispose()
+
+            run_alembic(empty_url, "upgrade", "head")
+
+            assert columns(store.engine, "sessions")[-2:] == ["last_input_tokens", "compactions"]
+            info = store.session("s1")
+            assert info is not None
+            assert (info.last_input_tokens, info.compactions) == (0, 0)
+            assert [m.seq for m in store.messages("s1")] == [1, 2, 3]
+            assert {name: table_rows(store.engine, name, "1") for name in kept_tables} == before
+        finally:
+            store.engine.dispose()
+
+    def test_base_removes_everything_and_head_restores_it(self, empty_url: str) -> None:
+        run_alembic(empty_url, "upgrade", "head")
+        run_alembic(empty_url, "downgrade", "base")
+        engine = engine_from_url(empty_url)
+        try:
+            assert set(inspect(engine).get_table_names()) == {"alembic_version"}
+            engine.dispose()
+            run_alembic(empty_url, "upgrade", "head")
+            assert set(inspect(engine).get_table_names()) == {*metadata.tables, "alembic_version"}
+        finally:
+            engine.dispose()
+
+
+def seed(store: Store) -> None:
+    """A session with messages, a finished run, counters and a history file."""
+    from shared.history.postgres import PostgresHistory
+
+    store.ensure_session("s1", "m")
+    for turn, message in tool_batch_conversation()[:3]:
+        store.append_message("s1", turn, message)
+    run_id = store.start_run("s1", 1, RunState().with_compaction(compaction(1, 2)))
+    store.finish_run(run_id, "completed")
+    store.write_session_counters("s1", last_input_tokens=5000, compactions=1)
+    PostgresHistory(store.engine).append_section("/conversation_history/s1.md", "1", "evicted")
+
+
+# -- SQLite -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'nested' / 'dir' / 'hango.db'}"
+
+
+@pytest.fixture
+def store(sqlite_url: str) -> Iterator[Store]:
+    created = Store.from_url(sqlite_url)
+    created.migrate()
+    yield created
+    created.engine.dispose()
+
+
+class TestStoreOnSqlite(StoreContract):
+    def test_from_url_creates_the_database_directory(self, sqlite_url: str) -> None:
+        database = Path(sqlite_url.removeprefix("sqlite:///"))
+        assert not database.parent.exists()
+        created = Store.from_url(sqlite_url)
+        try:
+            created.migrate()
+            assert database.is_file()
+        finally:
+            created.engine.dispose()
+
+    def test_foreign_keys_stay_enforced_after_migrate(self, store: Store) -> None:
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+    def test_migrate_twice_is_harmless(self, store: Store) -> None:
+        store.ensure_session("s1", "m")
+        store.migrate()
+        assert [s.id for s in store.sessions()] == ["s1"]
+
+
+class TestMigrationsOnSqlite(MigrationsContract):
+    @pytest.fixture
+    def empty_url(self, sqlite_url: str) -> str:
+        return sqlite_url

@@ -1,0 +1,182 @@
+"""The bodies of the summarize and offload tasks (``worker/tasks.py`` only wraps them).
+
+Each body is idempotent on ``(session_id, turn)``:
+
+1. a committed result → return it without touching the provider (a redelivered message,
+   a duplicate publish, the orphan of a dead worker);
+2. take the job's lease (in the same round trip as 1), or raise
+   :class:`~shared.queue.lease.LeaseBusyError` so the task retries shortly (another
+   worker is computing it right now);
+3. under the heartbeated lease: reload the evicted range from the store by sequence
+   number, compute, commit with "first writer wins" and release the lease.
+
+A worker killed mid-call costs one repeated provider call (its lease expires, the job
+runs again); never a second committed result.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from shared.compaction.jobs import OffloadJob, Summarizer, SummaryJob
+from shared.core.errors import HangoError
+from shared.core.messages import StoredMessage
+from shared.core.settings import Settings
+from shared.history.base import HistoryBackend
+from shared.queue.keys import JobKey, range_fingerprint
+from shared.queue.lease import Lease, heartbeat
+from shared.queue.queued import offload_payload
+from shared.queue.results import ResultCache
+from shared.store import Store
+from shared.summarizers.inline import InlineOffloader
+from shared.wiring.history import history_from_settings
+from shared.wiring.queue import result_cache
+from worker.summarizer import worker_summarizer
+
+log = logging.getLogger(__name__)
+
+# Marks results computed on a worker (``CompactionRecord.summarizer``, e.g. "worker:llm").
+WORKER_PREFIX = "worker:"
+
+
+class MissingRangeError(HangoError):
+    """The store does not hold every message of the range a task was sent."""
+
+
+@dataclass(frozen=True)
+class WorkerServices:
+    """What a worker process needs; built once per process, after the fork."""
+
+    settings: Settings
+    store: Store
+    history: HistoryBackend
+    summarizer: Summarizer
+    cache: ResultCache
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WorkerServices:
+        store = Store.from_url(settings.database_url)
+        return cls(
+            settings=settings,
+            store=store,
+            history=history_from_settings(settings, engine=store.engine),
+            summarizer=worker_summarizer(settings),
+            cache=result_cache(settings),
+        )
+
+
+def run_once(cache: ResultCache, key: JobKey, lease_ttl: float, compute: Callable[[], str]) -> str:
+    """The committed result of ``key``, computing it under the job's lease if needed.
+
+    Two Redis round trips around the computation: "result, else lease" at the start and
+    "commit, release" at the end; the heartbeat keeps the lease alive in between.
+    """
+    lease = Lease(cache.client, key.lease, lease_ttl)
+    committed = cache.result_or_lease(key, lease)  # LeaseBusyError: someone computes it now
+    if committed is not None:
+        return committed
+    try:
+        with heartbeat(lease):
+            payload = compute()
+    except BaseException:
+        lease.release_quietly()
+        raise
+    return cache.commit_and_release(key, payload, lease)
+
+
+def load_range(
+    store: Store, session_id: str, from_seq: int, to_seq: int
+) -> tuple[StoredMessage, ...]:
+    """Messages ``from_seq..to_seq`` (inclusive), all of them or :class:`MissingRangeError`."""
+    found = tuple(store.messages(session_id, from_seq, to_seq))
+    if [m.seq for m in found] != list(range(from_seq, to_seq + 1)):
+        raise MissingRangeError(
+            f"session {session_id!r}: the store holds {len(found)} of messages {from_seq}..{to_seq}"
+        )
+    return found
+
+
+def load_checked_range(
+    store: Store, session_id: str, from_seq: int, to_seq: int, fingerprint: str
+) -> tuple[StoredMessage, ...]:
+    """The range, refused unless it is the very range the caller evicted."""
+    found = tuple(load_range(store, session_id, from_seq, to_seq))
+    if fingerprint and range_fingerprint(found) != fingerprint:
+        raise MissingRangeError(
+            f"session {session_id!r}: messages {from_seq}..{to_seq} in this worker's store "
+            "differ from the ones the agent evicted (another database, or a reused session id)"
+        )
+    return found
+
+
+def run_summary(
+    services: WorkerServices,
+    *,
+    session_id: str,
+    turn: int,
+    from_seq: int,
+    to_seq: int,
+    previous_summary: str | None,
+    model: str,
+    fingerprint: str = "",
+) -> str:
+    """The summary of the range as committed JSON (``SummaryResult``)."""
+
+    def compute() -> str:
+        job = SummaryJob(
+            session_id=session_id,
+            turn=turn,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            previous_summary=previous_summary,
+            evicted=load_checked_range(services.store, session_id, from_seq, to_seq, fingerprint),
+            model=model,
+        )
+        result = services.summarizer.summarize(job)
+        tagged = result.model_copy(update={"summarizer": WORKER_PREFIX + result.summarizer})
+        return tagged.model_dump_json()
+
+    key = JobKey("summary", session_id, turn, (from_seq, to_seq), fingerprint)
+    return run_once(services.cache, key, services.settings.queue_lease_ttl, compute)
+
+
+def run_offload(
+    services: WorkerServices,
+    *,
+    session_id: str,
+    turn: int,
+    from_seq: int,
+    to_seq: int,
+    fingerprint: str = "",
+) -> str:
+    """Append the range to the session's history file once; the committed ``{"path": ...}``."""
+
+    def compute() -> str:
+        job = OffloadJob(
+            session_id=session_id,
+            turn=turn,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            evicted=load_checked_range(services.store, session_id, from_seq, to_seq, fingerprint),
+        )
+        # The section key names the turn and range: a repeat appends nothing.
+        return offload_payload(InlineOffloader(services.history).offload(job))
+
+    key = JobKey("offload", session_id, turn, (from_seq, to_seq), fingerprint)
+    return run_once(services.cache, key, services.settings.queue_lease_ttl, compute)
+
+
+def record_failure(settings: Settings, key: JobKey, error: BaseException) -> None:
+    """Tell waiting callers the job failed for good, so they fall back now.
+
+    It needs only the settings and Redis, not the worker's services: the failure being
+    recorded may be that the services could not be built (a bad summarizer setting, the
+    database down).
+    """
+    reason = f"{type(error).__name__}: {error}"
+    try:
+        result_cache(settings).record_error(key, reason, settings.queue_enqueue_ttl)
+    except Exception:  # the callers still fall back at their deadline
+        log.exception("%s: could not record the failure %s", key, reason)
