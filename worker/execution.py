@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from shared.compaction.jobs import OffloadJob, Summarizer, SummaryJob
-from shared.core.errors import HangoError
+from shared.core.errors import MissingRangeError
 from shared.core.messages import StoredMessage
 from shared.core.settings import Settings
 from shared.history.base import HistoryBackend
@@ -39,10 +39,6 @@ log = logging.getLogger(__name__)
 
 # Marks results computed on a worker (``CompactionRecord.summarizer``, e.g. "worker:llm").
 WORKER_PREFIX = "worker:"
-
-
-class MissingRangeError(HangoError):
-    """The store does not hold every message of the range a task was sent."""
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,10 @@ from typing import Any
 from billiard.einfo import ExceptionInfo
 from celery import Task
 
-from shared.core.errors import TransientProviderError
+from shared.core.errors import LeaseBusyError, TransientProviderError
 from shared.core.settings import load_settings
 from shared.queue.celery_config import OFFLOAD_TASK, SUMMARIZE_TASK, WORKER_LOST_RETRY_DELAY
 from shared.queue.keys import JobKind
-from shared.queue.lease import LeaseBusyError
 from shared.queue.queued import job_key
 from worker.app import app
 from worker.execution import WorkerServices, record_failure, run_offload, run_summary

@@ -22,6 +22,7 @@ from shared.core.errors import (
     QueueUnavailableError,
     SummarizerError,
     TranscriptError,
+    UnknownSessionError,
 )
 
 EXIT_OK = 0
@@ -35,15 +36,6 @@ EXIT_CANNOT_FIT = 7
 EXIT_QUEUE = 8
 EXIT_DATABASE = 9
 EXIT_INTERRUPTED = 130
-
-
-class UnknownSessionError(HangoError):
-    """A command named a session the store does not hold."""
-
-    session_id: str
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"no session {session_id!r} in the database", session_id=session_id)
 
 
 @dataclass(frozen=True)

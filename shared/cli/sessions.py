@@ -13,7 +13,6 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from shared.cli.errors import UnknownSessionError
 from shared.cli.output import (
     compaction_json,
     compaction_table,
@@ -24,6 +23,7 @@ from shared.cli.output import (
     stdout_console,
 )
 from shared.cli.wiring import history_file, settings_with
+from shared.core.errors import UnknownSessionError
 from shared.core.ids import validate_session_id
 from shared.core.settings import Settings
 from shared.history.paths import conversation_history_path

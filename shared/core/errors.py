@@ -7,8 +7,15 @@
     ├── TranscriptError          a transcript file that cannot be read; names line/index
     ├── InvalidInputError        a user message the loop refuses to store (empty, too large)
     ├── CannotFitError           even the keep window does not fit the model's window
+    ├── UnknownSessionError      a session the store does not hold
+    ├── ToolInputError           a tool's arguments cannot be acted on (told to the model)
     ├── SummarizerError          a summarizer failed or returned nothing usable
+    ├── LeaseBusyError           another worker holds a job's lease (the task retries)
+    ├── MissingRangeError        a task's evicted range is not in the store
     ├── QueueUnavailableError    the broker/Redis cannot be reached or no worker answered
+    │   ├── QueueDeadlineError   no result before the caller's deadline
+    │   ├── JobFailedError       the worker gave up on the job and said why
+    │   └── PublishError         the task could not be published
     └── ProviderError            the model provider failed (status, message)
         ├── TransientProviderError   worth retrying: 429, 5xx, 529, timeouts, connections
         ├── InvalidRequestError      a 400 that is not an overflow (e.g. tool pairing)
@@ -136,3 +143,41 @@ class ContextOverflowError(ProviderError):
         status: int | None = None,
     ) -> None:
         super().__init__(message, status=status, tokens=tokens, maximum=maximum)
+
+
+class UnknownSessionError(HangoError):
+    """A session the store does not hold (never created, or another database)."""
+
+    session_id: str
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session {session_id!r} in the database", session_id=session_id)
+
+
+class ToolInputError(HangoError):
+    """A tool's arguments were well-formed but cannot be acted on (the message says why)."""
+
+
+class QueueDeadlineError(QueueUnavailableError):
+    """No result arrived before the caller's deadline."""
+
+
+class JobFailedError(QueueUnavailableError):
+    """The worker gave up on the job and said why."""
+
+
+class PublishError(QueueUnavailableError):
+    """The task could not be published (the broker is unreachable)."""
+
+
+class LeaseBusyError(HangoError):
+    """Another worker holds the lease of this job right now."""
+
+    key: str
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"lease {key!r} is held by another worker", key=key)
+
+
+class MissingRangeError(HangoError):
+    """The store does not hold every message of the range a task was sent."""

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import redis
 
-from shared.core.errors import HangoError
+from shared.core.errors import LeaseBusyError
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +34,6 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
-
-
-class LeaseBusyError(HangoError):
-    """Another worker holds the lease of this job right now."""
-
-    key: str
-
-    def __init__(self, key: str) -> None:
-        super().__init__(f"lease {key!r} is held by another worker", key=key)
 
 
 class Lease:

@@ -29,19 +29,17 @@ from shared.compaction.jobs import (
     SummaryJob,
     SummaryResult,
 )
-from shared.core.errors import QueueUnavailableError
+from shared.core.errors import (
+    JobFailedError,
+    PublishError,
+    QueueDeadlineError,
+    QueueUnavailableError,
+)
 from shared.history.base import HistoryBackend
 from shared.queue.celery_config import OFFLOAD_TASK, SUMMARIZE_TASK
 from shared.queue.dispatch import Dispatcher
 from shared.queue.keys import JobKey, JobKind, range_fingerprint
-from shared.queue.waiting import (
-    JobCache,
-    JobFailedError,
-    PublishError,
-    QueueDeadlineError,
-    WaitPolicy,
-    await_job,
-)
+from shared.queue.waiting import JobCache, WaitPolicy, await_job
 
 log = logging.getLogger(__name__)
 

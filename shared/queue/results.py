@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import redis
 
+from shared.core.errors import LeaseBusyError
 from shared.queue.keys import JobKey
-from shared.queue.lease import Lease, LeaseBusyError
+from shared.queue.lease import Lease
 
 _SET_IF_ABSENT_RETURN_WINNER = """
 local current = redis.call('get', KEYS[1])

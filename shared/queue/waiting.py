@@ -19,7 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from shared.core.errors import QueueUnavailableError
+from shared.core.errors import (
+    JobFailedError,
+    PublishError,
+    QueueDeadlineError,
+)
 from shared.queue.keys import JobKey
 from shared.queue.results import JobState
 
@@ -31,18 +35,6 @@ class JobCache(Protocol):
     def commit(self, key: JobKey, payload: str) -> str: ...
     def claim_dispatch(self, key: JobKey, ttl_seconds: float) -> bool: ...
     def release_dispatch(self, key: JobKey) -> None: ...
-
-
-class QueueDeadlineError(QueueUnavailableError):
-    """No result arrived before the caller's deadline."""
-
-
-class JobFailedError(QueueUnavailableError):
-    """The worker gave up on the job and said why."""
-
-
-class PublishError(QueueUnavailableError):
-    """The task could not be published (the broker is unreachable)."""
 
 
 @dataclass(frozen=True)

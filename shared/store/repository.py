@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
 from shared.compaction.record import RunState
+from shared.core.errors import UnknownSessionError
 from shared.core.ids import validate_session_id
 from shared.core.messages import Message, StoredMessage
 from shared.store.tables import conflict_insert, messages, runs, sessions
@@ -49,14 +50,6 @@ class RunInfo:
     status: str
     state: RunState
     error: str | None
-
-
-class UnknownSessionError(LookupError):
-    """The session was never created with :meth:`Store.ensure_session`."""
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"unknown session {session_id!r}: call ensure_session first")
-        self.session_id = session_id
 
 
 class Store:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.compaction.record import CompactionReason
-from shared.core.errors import HangoError
+from shared.core.errors import HangoError, ToolInputError
 from shared.core.messages import ToolDefinition, ToolUseBlock
 from shared.history.base import HistoryBackend
 from shared.history.paths import (
@@ -56,10 +56,6 @@ class ToolOutcome:
 
 def tool_error(message: str) -> ToolOutcome:
     return ToolOutcome(content=message, is_error=True)
-
-
-class ToolInputError(Exception):
-    """The arguments were well-formed but cannot be acted on (the message says why)."""
 
 
 @dataclass(frozen=True)

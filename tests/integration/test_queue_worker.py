@@ -24,7 +24,7 @@ import redis
 
 from shared.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
 from shared.compaction.record import CompactionRecord
-from shared.core.errors import ContextOverflowError
+from shared.core.errors import ContextOverflowError, LeaseBusyError
 from shared.core.messages import Message, StoredMessage
 from shared.core.settings import Settings
 from shared.history.local import LocalHistory
@@ -34,7 +34,7 @@ from shared.queue import QueuedOffloader, QueuedSummarizer
 from shared.queue.celery_config import OFFLOAD_TASK
 from shared.queue.dispatch import CeleryDispatcher, producer_app
 from shared.queue.keys import JobKey
-from shared.queue.lease import Lease, LeaseBusyError, held_lease
+from shared.queue.lease import Lease, held_lease
 from shared.queue.results import ResultCache
 from shared.store import Store
 from shared.summarizers.inline import InlineOffloader, InlineSummarizer, offload_key

@@ -22,11 +22,18 @@ from shared.core.errors import (
     InvalidInputError,
     InvalidRequestError,
     InvalidSessionIdError,
+    JobFailedError,
+    LeaseBusyError,
+    MissingRangeError,
     ProviderError,
+    PublishError,
+    QueueDeadlineError,
     QueueUnavailableError,
     SummarizerError,
+    ToolInputError,
     TranscriptError,
     TransientProviderError,
+    UnknownSessionError,
 )
 
 # One sample per class, with the fields each one must carry across processes.
@@ -61,6 +68,13 @@ SAMPLES: list[tuple[HangoError, dict[str, Any]]] = [
         ContextOverflowError("model_context_window_exceeded"),
         {"tokens": None, "maximum": None, "status": None},
     ),
+    (UnknownSessionError("nobody"), {"session_id": "nobody"}),
+    (ToolInputError("file not found: /notes/x.md"), {}),
+    (QueueDeadlineError("summarize:s:3: no result within 90 s"), {}),
+    (JobFailedError("summarize:s:3: the worker failed: boom"), {}),
+    (PublishError("summarize:s:3: could not publish the task"), {}),
+    (LeaseBusyError("lease:summarize:s:3"), {"key": "lease:summarize:s:3"}),
+    (MissingRangeError("messages 4-9 of 's' are not all in the store"), {}),
 ]
 
 

@@ -21,7 +21,13 @@ import redis
 
 from shared.compaction.extractive import ExtractiveSummarizer
 from shared.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
-from shared.core.errors import ConfigError, InvalidRequestError, TransientProviderError
+from shared.core.errors import (
+    ConfigError,
+    InvalidRequestError,
+    LeaseBusyError,
+    MissingRangeError,
+    TransientProviderError,
+)
 from shared.core.messages import Message, Request, Response, StoredMessage
 from shared.core.settings import load_settings
 from shared.providers.scripted import ScriptedProvider, text_reply
@@ -34,7 +40,6 @@ from shared.queue.celery_config import (
     check_time_limits,
 )
 from shared.queue.keys import JobKey, range_fingerprint
-from shared.queue.lease import LeaseBusyError
 from shared.queue.queued import QueuedOffloader, QueuedSummarizer, offload_payload
 from shared.queue.results import JobState
 from shared.queue.waiting import (
@@ -46,7 +51,6 @@ from shared.queue.waiting import (
 )
 from shared.summarizers.inline import InlineOffloader, InlineSummarizer
 from tests.memory_history import MemoryHistory
-from worker.execution import MissingRangeError
 from worker.summarizer import TaskSummarizer, load_provider_factory, worker_summarizer
 
 KEY = JobKey("summary", "s1", 3)

@@ -21,9 +21,9 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, event, inspect, select, text
 
 from shared.compaction.record import CompactionRecord, RunState
-from shared.core.errors import InvalidSessionIdError
+from shared.core.errors import InvalidSessionIdError, UnknownSessionError
 from shared.core.messages import Message
-from shared.store import RunInfo, Store, UnknownSessionError
+from shared.store import RunInfo, Store
 from shared.store.repository import engine_from_url
 from shared.store.tables import messages, metadata
 
