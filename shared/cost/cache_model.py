@@ -1,0 +1,517 @@
+"""A pure simulator of Anthropic's prompt cache, and a ledger of what caching saved.
+
+This module owns the flat block sequence the cache sees (:class:`CacheBlock`, built from
+a wire :class:`Request` by :func:`blocks_from_request`), the simulated cache
+(:class:`PrefixCache`), one call's split of the prompt (:class:`CacheUsage`) and the sums
+over many calls, recorded or simulated (:class:`CacheLedger`, :class:`CacheReport`). It
+does no I/O and counts no tokens: block sizes come from the caller.
+
+Modelled (Anthropic prompt-caching docs,
+https://platform.claude.com/docs/en/build-with-claude/prompt-caching, as verified in
+research note ``research/anthropic-api-and-condensers.md`` section A2, "[A2]" below):
+
+- The prefix is ordered tools -> system -> messages [A2]; it is cut into one block per
+  tool definition, system block and message content block (plain-string content is one
+  block).
+- A ``cache_control`` marker makes its block a breakpoint; at most 4 per request, and
+  top-level automatic caching takes one slot, on the last cacheable block [A2]. More
+  than 4 raise :class:`TooManyBreakpointsError` (the API answers 400).
+- A hit needs the content "100% identical" through the block [A2]. Entries are keyed by
+  a chain hash over the block keys, so a change in any block invalidates every entry
+  after it. A block's key is its exact JSON (key order included: "unstable JSON key
+  order in tool_use inputs breaks hits" [A2]) *without* its ``cache_control`` markers,
+  plus its section, and for a message block its role and whether it opens the message.
+- Writes happen only at breakpoints [A2]: each breakpoint whose prefix reaches the
+  minimum is recorded. Each breakpoint looks for a hit at its own position and at most
+  20 positions before it, a run of consecutive ``tool_use`` or ``tool_result`` blocks
+  counting as one position [A2]; the longest hit over all breakpoints is read.
+- A prefix shorter than the model's minimum cacheable length is neither read nor
+  written, and raises no error [A2] (:data:`MIN_CACHEABLE_TOKENS`).
+- Usage [A2]: ``cache_read`` = the hit's prefix; ``cache_creation`` = from the end of the
+  hit to the last breakpoint; ``input_tokens`` = everything after the last breakpoint.
+- The 5-minute TTL, refreshed by each hit [A2], when the caller passes timestamps. An
+  entry used at ``t`` is dead from ``t + ttl`` on. A (re)written breakpoint is stamped
+  too; entries recorded without a timestamp never expire.
+
+Not modelled: the 1-hour TTL (all writes are priced and expired as 5-minute ones) and
+the TTL ordering rules; invalidation by anything outside the blocks (model,
+``tool_choice``, thinking settings, ``speed``...): use one :class:`PrefixCache` per model
+and settings; concurrency (an entry is readable only once the first response began),
+eviction before the TTL and per-workspace isolation; tokens the API adds outside the
+blocks (tool-use system prompt, message framing) unless the size function counts them;
+earlier-turn thinking blocks the API drops. Whether a run of tool blocks inside the
+look-back can be hit in its middle is not documented: here it can.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from shared.core.messages import (
+    ContentBlock,
+    RedactedThinkingBlock,
+    Request,
+    TextBlock,
+    ThinkingBlock,
+    ToolDefinition,
+    ToolResultBlock,
+    Usage,
+)
+from shared.cost.prices import Price, model_key
+
+MAX_BREAKPOINTS = 4  # [A2]
+LOOKBACK_POSITIONS = 20  # [A2]
+DEFAULT_TTL_SECONDS = 300.0  # 5 minutes [A2]
+
+# Minimum cacheable prefix in tokens, by base model id. [A2] for the current models;
+# Sonnet 3.7 and Haiku 3 / 3.5 from the docs' earlier list (quoted in
+# anthropics/anthropic-sdk-python#1194). Third-party tables disagree on some (e.g.
+# Sonnet 4.6 = 2,048), so PrefixCache takes the value as a parameter.
+MIN_CACHEABLE_TOKENS: Mapping[str, int] = {
+    "claude-opus-5": 512,
+    "claude-fable-5": 512,
+    "claude-fable-5-1": 512,
+    "claude-mythos-5": 512,
+    "claude-mythos-5-1": 512,
+    "claude-opus-4-8": 1024,
+    "claude-sonnet-5": 1024,
+    "claude-sonnet-4-6": 1024,
+    "claude-sonnet-4-5": 1024,
+    "claude-opus-4-1": 1024,
+    "claude-opus-4-0": 1024,
+    "claude-opus-4": 1024,
+    "claude-sonnet-4-0": 1024,
+    "claude-sonnet-4": 1024,
+    "claude-3-7-sonnet": 1024,
+    "claude-opus-4-7": 2048,
+    "claude-3-5-haiku": 2048,
+    "claude-3-haiku": 2048,
+    "claude-opus-4-6": 4096,
+    "claude-opus-4-5": 4096,
+    "claude-haiku-4-5": 4096,
+}
+
+# For a model not in the table (e.g. Opus 5.5, Sonnet 5.5, Haiku 5.5, unverified):
+# the most common documented value.
+DEFAULT_MIN_CACHEABLE_TOKENS = 1024
+
+# What the caller's size function measures: a tool definition or a content block
+# (system blocks are text blocks).
+WireBlock = ToolDefinition | ContentBlock
+SizeOf = Callable[[WireBlock], int]
+
+_RUN_KINDS = frozenset({"tool_use", "tool_result"})
+
+
+def min_cacheable_tokens(model: str) -> int:
+    """The model's minimum cacheable prefix, or :data:`DEFAULT_MIN_CACHEABLE_TOKENS`."""
+    return MIN_CACHEABLE_TOKENS.get(model_key(model), DEFAULT_MIN_CACHEABLE_TOKENS)
+
+
+class TooManyBreakpointsError(ValueError):
+    """More than :data:`MAX_BREAKPOINTS` breakpoints: the API rejects the request (400)."""
+
+
+@dataclass(frozen=True)
+class CacheBlock:
+    """One block of the prefix as the cache sees it.
+
+    ``key`` is the block's content identity (markers excluded), ``tokens`` its size,
+    ``marked`` whether it carries a breakpoint, and ``run`` the kind (``"tool_use"`` or
+    ``"tool_result"``) whose consecutive blocks count as one look-back position.
+    """
+
+    key: str
+    tokens: int
+    marked: bool = False
+    run: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.tokens < 0:
+            raise ValueError(f"a block cannot have {self.tokens} tokens")
+
+
+@dataclass(frozen=True)
+class CacheUsage:
+    """One call's prompt split three ways, as the API's ``usage`` reports it."""
+
+    read: int
+    write: int
+    uncached: int
+
+    @property
+    def prompt(self) -> int:
+        """Every input token of the call: the sum of the three."""
+        return self.read + self.write + self.uncached
+
+    @classmethod
+    def from_usage(cls, usage: Usage) -> CacheUsage:
+        """A recorded ``usage``; absent cache fields count as 0."""
+        return cls(
+            read=usage.cache_read_input_tokens or 0,
+            write=usage.cache_creation_input_tokens or 0,
+            uncached=usage.input_tokens,
+        )
+
+
+# --- Block identity -----------------------------------------------------------------
+
+
+def content_key(payload: object) -> str:
+    """A hash of the payload's JSON, key order kept (the API sees the same bytes)."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def prefix_keys(blocks: Sequence[CacheBlock]) -> list[str]:
+    """The chain hash of every prefix: ``h[i] = hash(h[i-1], key[i])``."""
+    keys: list[str] = []
+    previous = ""
+    for block in blocks:
+        previous = hashlib.sha256(f"{previous}:{block.key}".encode()).hexdigest()
+        keys.append(previous)
+    return keys
+
+
+def prefix_tokens(blocks: Sequence[CacheBlock]) -> list[int]:
+    """The token length of every prefix (through block ``i`` inclusive)."""
+    ends: list[int] = []
+    total = 0
+    for block in blocks:
+        total += block.tokens
+        ends.append(total)
+    return ends
+
+
+# --- Breakpoints and look-back ------------------------------------------------------
+
+
+def checked_breakpoints(
+    blocks: Sequence[CacheBlock], breakpoints: Sequence[int] | None = None
+) -> tuple[int, ...]:
+    """The sorted breakpoint positions (the marked blocks when none are given).
+
+    Raises ``ValueError`` for a position outside the blocks and
+    :class:`TooManyBreakpointsError` for more than :data:`MAX_BREAKPOINTS`.
+    """
+    if breakpoints is None:
+        breakpoints = [i for i, block in enumerate(blocks) if block.marked]
+    for position in breakpoints:
+        if not 0 <= position < len(blocks):
+            raise ValueError(f"breakpoint {position} is outside the {len(blocks)} blocks")
+    unique = tuple(sorted(set(breakpoints)))
+    if len(unique) > MAX_BREAKPOINTS:
+        raise TooManyBreakpointsError(
+            f"{len(unique)} cache breakpoints; the API allows at most {MAX_BREAKPOINTS}"
+        )
+    return unique
+
+
+def lookback_positions(
+    blocks: Sequence[CacheBlock], end: int, limit: int = LOOKBACK_POSITIONS
+) -> Iterator[int]:
+    """The positions a breakpoint at ``end`` checks for a hit, latest first.
+
+    ``end`` itself and at most ``limit`` positions before it; a step inside a run of
+    blocks of the same ``run`` kind does not count.
+    """
+    steps = 0
+    position = end
+    while True:
+        yield position
+        if position == 0:
+            return
+        if not _same_run(blocks[position - 1], blocks[position]):
+            steps += 1
+        if steps > limit:
+            return
+        position -= 1
+
+
+def _same_run(earlier: CacheBlock, later: CacheBlock) -> bool:
+    return earlier.run is not None and earlier.run == later.run
+
+
+# --- The cache ----------------------------------------------------------------------
+
+
+class PrefixCache:
+    """The prefixes written so far, and what a new request reads and writes.
+
+    One instance stands for one model's cache in one workspace. ``simulate`` is the only
+    method that changes it; it is deterministic given its inputs.
+    """
+
+    def __init__(
+        self,
+        *,
+        min_tokens: int = DEFAULT_MIN_CACHEABLE_TOKENS,
+        ttl_seconds: float = DEFAULT_TTL_SECONDS,
+        lookback: int = LOOKBACK_POSITIONS,
+    ) -> None:
+        if min_tokens < 0 or ttl_seconds <= 0 or lookback < 0:
+            raise ValueError("min_tokens, lookback must be >= 0 and ttl_seconds > 0")
+        self.min_tokens = min_tokens
+        self.ttl_seconds = ttl_seconds
+        self.lookback = lookback
+        # Chain hash of a written prefix -> when it was last written or read (None: unknown).
+        self._last_used: dict[str, float | None] = {}
+
+    @classmethod
+    def for_model(cls, model: str, *, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> PrefixCache:
+        """A cache with the model's minimum cacheable length."""
+        return cls(min_tokens=min_cacheable_tokens(model), ttl_seconds=ttl_seconds)
+
+    def __len__(self) -> int:
+        """How many prefixes are held (expired ones included until next looked up)."""
+        return len(self._last_used)
+
+    def simulate(
+        self,
+        blocks: Sequence[CacheBlock],
+        breakpoints: Sequence[int] | None = None,
+        *,
+        now: float | None = None,
+    ) -> CacheUsage:
+        """Send one request: what it reads, writes and pays uncached; record its writes.
+
+        ``breakpoints`` are block positions (default: the marked blocks); ``now`` is the
+        request time in seconds, needed only for TTL expiry.
+        """
+        marks = checked_breakpoints(blocks, breakpoints)
+        ends = prefix_tokens(blocks)
+        total = ends[-1] if ends else 0
+        if not marks or ends[marks[-1]] < self.min_tokens:
+            return CacheUsage(read=0, write=0, uncached=total)
+        last = marks[-1]
+        chain = prefix_keys(blocks[: last + 1])
+        hit = self._longest_hit(blocks, chain, marks, now)
+        read = 0 if hit is None else ends[hit]
+        written = [mark for mark in marks if ends[mark] >= self.min_tokens]
+        for position in written if hit is None else [hit, *written]:
+            self._last_used[chain[position]] = now
+        return CacheUsage(read=read, write=ends[last] - read, uncached=total - ends[last])
+
+    def _longest_hit(
+        self,
+        blocks: Sequence[CacheBlock],
+        chain: Sequence[str],
+        marks: Sequence[int],
+        now: float | None,
+    ) -> int | None:
+        hits = [self._latest_hit(blocks, chain, mark, now) for mark in marks]
+        return max((hit for hit in hits if hit is not None), default=None)
+
+    def _latest_hit(
+        self, blocks: Sequence[CacheBlock], chain: Sequence[str], mark: int, now: float | None
+    ) -> int | None:
+        for position in lookback_positions(blocks, mark, self.lookback):
+            if self._alive(chain[position], now):
+                return position
+        return None
+
+    def _alive(self, key: str, now: float | None) -> bool:
+        if key not in self._last_used:
+            return False
+        used = self._last_used[key]
+        if now is not None and used is not None and now - used >= self.ttl_seconds:
+            del self._last_used[key]
+            return False
+        return True
+
+
+# --- From a wire Request ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """A wire block and where it sits: ``tools``, ``system`` or a message role."""
+
+    section: str
+    opens_message: bool
+    block: WireBlock
+
+    def key(self) -> str:
+        return content_key(
+            {"at": self.section, "opens": self.opens_message, "block": _unmarked(self.block)}
+        )
+
+    def marked(self) -> bool:
+        if getattr(self.block, "cache_control", None) is not None:
+            return True
+        if isinstance(self.block, ToolResultBlock) and isinstance(self.block.content, tuple):
+            return any(inner.cache_control is not None for inner in self.block.content)
+        return False
+
+    def run(self) -> str | None:
+        kind = getattr(self.block, "type", None)
+        return kind if kind in _RUN_KINDS else None
+
+    def cacheable(self) -> bool:
+        """Whether the block may carry a marker: not thinking, not empty text [A2]."""
+        if isinstance(self.block, ThinkingBlock | RedactedThinkingBlock):
+            return False
+        return not (isinstance(self.block, TextBlock) and not self.block.text)
+
+
+def _unmarked(block: WireBlock) -> object:
+    """The block's JSON without ``cache_control``, also inside a tool result's content."""
+    data = {k: v for k, v in block.to_api().items() if k != "cache_control"}
+    content = data.get("content")
+    if isinstance(content, list):
+        data["content"] = [
+            {k: v for k, v in item.items() if k != "cache_control"}
+            if isinstance(item, dict)
+            else item
+            for item in content
+        ]
+    return data
+
+
+def _placed_blocks(request: Request) -> Iterator[_Placed]:
+    for tool in request.tool_definitions():
+        yield _Placed("tools", False, tool)
+    for system_block in request.system_blocks():
+        yield _Placed("system", False, system_block)
+    for message in request.messages:
+        for index, block in enumerate(message.blocks()):
+            yield _Placed(message.role, index == 0, block)
+
+
+def _automatic_breakpoint(request: Request, placed: Sequence[_Placed]) -> int | None:
+    """Where top-level ``cache_control`` puts its breakpoint: the last cacheable block."""
+    if (request.model_extra or {}).get("cache_control") is None:
+        return None
+    cacheable = [i for i, p in enumerate(placed) if p.cacheable()]
+    return cacheable[-1] if cacheable else None
+
+
+def _sizes(placed: Sequence[_Placed], sizes: SizeOf | Sequence[int]) -> list[int]:
+    if callable(sizes):
+        return [sizes(p.block) for p in placed]
+    if len(sizes) != len(placed):
+        raise ValueError(f"{len(sizes)} sizes for {len(placed)} blocks")
+    return list(sizes)
+
+
+def blocks_from_request(request: Request, sizes: SizeOf | Sequence[int]) -> tuple[CacheBlock, ...]:
+    """The request's blocks in prefix order, sized by ``sizes`` (a function or a list).
+
+    Marked blocks are its ``cache_control`` markers, plus the last cacheable block when
+    the request asks for automatic caching (top-level ``cache_control``, kept as an
+    extra key). Automatic caching with 4 explicit markers raises
+    :class:`TooManyBreakpointsError` [A2].
+    """
+    placed = list(_placed_blocks(request))
+    counts = _sizes(placed, sizes)
+    automatic = _automatic_breakpoint(request, placed)
+    explicit = sum(p.marked() for p in placed)
+    if automatic is not None and explicit >= MAX_BREAKPOINTS:
+        raise TooManyBreakpointsError(
+            f"automatic caching needs a free slot; {explicit} explicit breakpoints"
+        )
+    return tuple(
+        CacheBlock(key=p.key(), tokens=n, marked=p.marked() or i == automatic, run=p.run())
+        for i, (p, n) in enumerate(zip(placed, counts, strict=True))
+    )
+
+
+# --- Sums over many calls -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheReport:
+    """Token sums over many calls and what they cost.
+
+    ``unreported`` counts recorded calls whose usage carried neither cache field (a
+    provider that does not report caching): their whole prompt is counted uncached.
+    """
+
+    requests: int = 0
+    read_tokens: int = 0
+    write_tokens: int = 0
+    uncached_tokens: int = 0
+    unreported: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.read_tokens + self.write_tokens + self.uncached_tokens
+
+    @property
+    def read_ratio(self) -> float:
+        """Share of all prompt tokens read from the cache (0 with no tokens)."""
+        return self._share(self.read_tokens)
+
+    @property
+    def write_ratio(self) -> float:
+        return self._share(self.write_tokens)
+
+    @property
+    def uncached_ratio(self) -> float:
+        return self._share(self.uncached_tokens)
+
+    def _share(self, tokens: int) -> float:
+        return tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    def input_cost_usd(self, price: Price) -> float:
+        return price.input_cost(self.read_tokens, self.write_tokens, self.uncached_tokens)
+
+    def uncached_cost_usd(self, price: Price) -> float:
+        """What the same prompts would cost with no caching at all."""
+        return price.input_cost(0, 0, self.prompt_tokens)
+
+    def relative_input_cost(self, price: Price) -> float:
+        """Input cost as a fraction of the all-uncached cost (1.0 with no tokens)."""
+        baseline = self.uncached_cost_usd(price)
+        return self.input_cost_usd(price) / baseline if baseline else 1.0
+
+    def plus(self, usage: CacheUsage, *, reported: bool = True) -> CacheReport:
+        return replace(
+            self,
+            requests=self.requests + 1,
+            read_tokens=self.read_tokens + usage.read,
+            write_tokens=self.write_tokens + usage.write,
+            uncached_tokens=self.uncached_tokens + usage.uncached,
+            unreported=self.unreported + (0 if reported else 1),
+        )
+
+
+class CacheLedger:
+    """Accumulates calls, simulated (:class:`CacheUsage`) or recorded (:class:`Usage`)."""
+
+    def __init__(self) -> None:
+        self._report = CacheReport()
+
+    @property
+    def report(self) -> CacheReport:
+        return self._report
+
+    def add(self, usage: CacheUsage) -> None:
+        self._report = self._report.plus(usage)
+
+    def add_usage(self, usage: Usage) -> None:
+        """A real ``Response.usage``; one with no cache field at all is counted unreported."""
+        reported = (
+            usage.cache_read_input_tokens is not None
+            or usage.cache_creation_input_tokens is not None
+        )
+        self._report = self._report.plus(CacheUsage.from_usage(usage), reported=reported)
+
+
+def format_reports(reports: Mapping[str, CacheReport], price: Price) -> str:
+    """A plain-text table, one row per labelled report (e.g. recorded vs simulated)."""
+    width = max([len(label) for label in reports] + [5])
+    header = (
+        f"{'':<{width}} {'calls':>6} {'prompt':>12} {'read':>6} {'write':>6} "
+        f"{'uncached':>8} {'input $':>10} {'relative':>8}"
+    )
+    rows = [
+        f"{label:<{width}} {r.requests:>6} {r.prompt_tokens:>12,} {r.read_ratio:>6.3f} "
+        f"{r.write_ratio:>6.3f} {r.uncached_ratio:>8.4f} {r.input_cost_usd(price):>10.4f} "
+        f"{r.relative_input_cost(price):>8.3f}"
+        for label, r in reports.items()
+    ]
+    return "\n".join([header, *rows])
