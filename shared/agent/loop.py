@@ -30,7 +30,7 @@ from shared.core.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from shared.middleware.base import Assembly, Middleware, ModelCall, StateHolder
+from shared.middleware.base import Assembly, Middleware, ModelCall, Overflow, StateHolder
 from shared.middleware.chain import assemble, run_chain
 from shared.middleware.filesystem import FilesystemMiddleware
 from shared.middleware.observer import LoopObserver, NullObserver
@@ -274,15 +274,17 @@ class AgentLoop:
         if self.assembly.tools:
             fixed["tools"] = self.assembly.tools
         request = Request(model=self.model, max_tokens=self.max_tokens, messages=messages, **fixed)
-        notes: dict[str, object] = {"assembly": self.assembly}
-        if overflow is not None:
-            # What the pipeline measured for the request that was refused: against the
-            # provider's own figure it tells how far the measure undercounts.
-            notes["overflowed_measure"] = ctx.holder.input_tokens
-        if overflow is not None and overflow.tokens:
-            notes["overflow_tokens"] = overflow.tokens
-        if overflow is not None and overflow.maximum:
-            notes["overflow_maximum"] = overflow.maximum
+        # What the pipeline measured for the request that was refused: against the
+        # provider's own figure it tells how far the measure undercounts.
+        refused = (
+            None
+            if overflow is None
+            else Overflow(
+                measured=ctx.holder.input_tokens,
+                tokens=overflow.tokens or None,
+                maximum=overflow.maximum or None,
+            )
+        )
         return ModelCall(
             session_id=ctx.session_id,
             turn=ctx.turn,
@@ -291,7 +293,8 @@ class AgentLoop:
             state=ctx.holder,
             stored=stored,
             force=rung or ctx.holder.state.force_compaction,
-            notes=notes,
+            assembly=self.assembly,
+            overflow=refused,
         )
 
     def _send(self, ctx: TurnContext, call: ModelCall) -> Response:

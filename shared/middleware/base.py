@@ -15,13 +15,16 @@ A model call happens in two phases.
 outgoing message, or ``None`` for a message the pipeline made (the summary message).
 ``ModelCall.stored`` holds the original stored messages behind the outgoing ones, so the
 offload and the summary see them verbatim even after truncation shortened the copy.
+``ModelCall.assembly`` is the fixed part the chain assembled (the prompt-cache middleware
+reads its stable system index), and ``ModelCall.overflow`` what the provider said of the
+previous attempt when this call retries after an overflow.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shared.compaction.record import CompactionReason, CompactionRecord, RunState
@@ -63,6 +66,19 @@ class StateHolder:
 
 
 @dataclass(frozen=True)
+class Overflow:
+    """The provider refused the previous attempt as too long; what is known about it.
+
+    ``measured`` is what the pipeline measured for the refused request; ``tokens`` and
+    ``maximum`` are the provider's own figures when its error stated them.
+    """
+
+    measured: int
+    tokens: int | None = None
+    maximum: int | None = None
+
+
+@dataclass(frozen=True)
 class ModelCall:
     """One model call on its way to the provider."""
 
@@ -73,7 +89,8 @@ class ModelCall:
     state: StateHolder
     stored: tuple[StoredMessage, ...] = ()
     force: CompactionReason | None = None
-    notes: dict[str, Any] = field(default_factory=dict)
+    assembly: Assembly | None = None
+    overflow: Overflow | None = None
 
     def evolve(self, **changes: Any) -> ModelCall:
         return dataclasses.replace(self, **changes)

@@ -4,8 +4,8 @@ Where the breakpoint goes is decided during assembly, not guessed at call time:
 ``contribute`` runs at this middleware's position in the chain and records
 ``stable_system_index = len(assembly.system) - 1`` on the assembly, so blocks contributed
 by later middleware (memory, which changes every turn) land after the breakpoint by
-construction. The loop hands the finished assembly to the call as
-``call.notes[ASSEMBLY_NOTE]``; ``wrap`` reads the recorded index from there. (The index
+construction. The loop hands the finished assembly to the call as ``call.assembly``;
+``wrap`` reads the recorded index from there. (The index
 travels with the call rather than living on this instance, so one middleware instance
 can serve concurrent sessions.)
 
@@ -38,7 +38,6 @@ from shared.middleware.base import Assembly, Handler, ModelCall
 
 logger = logging.getLogger(__name__)
 
-ASSEMBLY_NOTE = "assembly"
 EPHEMERAL = CacheControl(type="ephemeral")
 
 _CACHEABLE = (TextBlock, ImageBlock, ToolUseBlock, ToolResultBlock)
@@ -69,13 +68,12 @@ class PromptCacheMiddleware:
 
 def recorded_index(call: ModelCall) -> int | None:
     """The stable system index ``contribute`` recorded on the call's assembly, if any."""
-    assembly = call.notes.get(ASSEMBLY_NOTE)
-    if not isinstance(assembly, Assembly):
+    if call.assembly is None:
         logger.debug(
-            "no assembly in call notes for session %s: no system breakpoint", call.session_id
+            "no assembly on the call for session %s: no system breakpoint", call.session_id
         )
         return None
-    return assembly.stable_system_index
+    return call.assembly.stable_system_index
 
 
 def place_breakpoints(

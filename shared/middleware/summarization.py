@@ -396,16 +396,15 @@ def _undercount_scale(call: ModelCall) -> float:
     nothing about the input alone (the output may have run out of room), so the measure
     stands; the rung still drops at least one group.
     """
-    measured = call.notes.get("overflowed_measure")
-    reported = call.notes.get("overflow_tokens")
-    if not isinstance(measured, int) or measured <= 0 or not isinstance(reported, int):
+    overflow = call.overflow
+    if overflow is None or overflow.measured <= 0 or overflow.tokens is None:
         return 1.0
-    return max(1.0, reported / measured)
+    return max(1.0, overflow.tokens / overflow.measured)
 
 
 def _window(call: ModelCall, profile: ModelProfile) -> int:
     """The profile's window, or the smaller one an overflow error revealed."""
-    revealed = call.notes.get("overflow_maximum")
-    if isinstance(revealed, int) and 0 < revealed < profile.max_input_tokens:
+    revealed = call.overflow.maximum if call.overflow is not None else None
+    if revealed is not None and 0 < revealed < profile.max_input_tokens:
         return revealed
     return profile.max_input_tokens

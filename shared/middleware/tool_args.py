@@ -45,6 +45,5 @@ class ToolArgTruncationMiddleware(PassThrough):
         if result.truncated == 0:
             return call_next(call)
         self.observer.tool_args_truncated(call.session_id, call.turn, result.truncated)
-        call.notes["tool_args_truncated"] = result.truncated
         request = call.request.model_copy(update={"messages": result.messages})
         return call_next(call.evolve(request=request))

@@ -14,7 +14,6 @@ from shared.core.messages import (
 from shared.middleware.base import Assembly, Middleware, ModelCall, PassThrough, StateHolder
 from shared.middleware.chain import assemble, run_chain
 from shared.middleware.prompt_cache import (
-    ASSEMBLY_NOTE,
     EPHEMERAL,
     MAX_BREAKPOINTS,
     PromptCacheMiddleware,
@@ -50,7 +49,7 @@ def send(
     *,
     summary: bool,
     tools: tuple[ToolDefinition, ...] = (),
-    notes: bool = True,
+    with_assembly: bool = True,
 ) -> tuple[Request, Request]:
     """Runs one call through the chain; returns (request built, request that reached the end)."""
     assembly = assemble(middleware)
@@ -70,7 +69,7 @@ def send(
         request=request,
         seqs=seqs,
         state=StateHolder(),
-        notes={ASSEMBLY_NOTE: assembly} if notes else {},
+        assembly=assembly if with_assembly else None,
     )
     reached: list[Request] = []
 
@@ -142,7 +141,7 @@ def test_caching_off_changes_nothing_at_all() -> None:
 
 
 def test_without_the_assembly_note_only_the_summary_is_marked() -> None:
-    _, sent = send(chain(), compacted(), summary=True, notes=False)
+    _, sent = send(chain(), compacted(), summary=True, with_assembly=False)
     assert marked(sent.system_blocks()) == []
     assert marked(sent.messages[0].blocks()) == [0]
 
