@@ -8,7 +8,7 @@ in Redis), so every figure is the cost of the path, not of a model:
 
 - **round trip**: one ``summarize`` through ``QueuedSummarizer`` (publish, worker picks it
   up, reloads the range from the store, commits to Redis, the caller's poll sees it) vs
-  the in-process ``InlineSummarizer`` with the same provider; and a cached call (the
+  the in-process ``LLMSummarizer`` with the same provider; and a cached call (the
   result already committed: what an overflow retry in the same turn pays);
 - **throughput**: tasks per second for the 2-process pool, publishing distinct jobs in a
   burst and waiting for every result;
@@ -41,7 +41,8 @@ from shared.queue.dispatch import CeleryDispatcher, producer_app
 from shared.queue.keys import JobKey
 from shared.queue.queued import job_key, summarize_kwargs
 from shared.store import Store
-from shared.summarizers.inline import InlineOffloader, InlineSummarizer
+from shared.summarizers.llm import LLMSummarizer
+from shared.summarizers.offload import InlineOffloader
 from shared.wiring.queue import make_queued_ports
 from tests.integration.worker_support import (
     CountingProvider,
@@ -111,7 +112,7 @@ def job(evicted: tuple[StoredMessage, ...], turn: int) -> SummaryJob:
 
 def run(settings: Settings, client: redis.Redis, evicted: tuple[StoredMessage, ...]) -> None:
     history = LocalHistory(settings.history_root)
-    inline = InlineSummarizer(CountingProvider(client))
+    inline = LLMSummarizer(CountingProvider(client))
     queued, _ = make_queued_ports(
         settings,
         history=history,
@@ -169,7 +170,7 @@ def print_round_trips(
     print(f"{'path':<34}{'p50':>9}{'p99':>9}{'p50 / in-process':>19}")
     base = pct(inline_ms, 50)
     for name, values in (
-        ("in-process (InlineSummarizer)", inline_ms),
+        ("in-process (LLMSummarizer)", inline_ms),
         ("queue: publish -> worker -> Redis", queue_ms),
         ("queue: result already committed", cached_ms),
     ):

@@ -30,7 +30,7 @@ from shared.queue.lease import Lease, heartbeat
 from shared.queue.queued import offload_payload
 from shared.queue.results import ResultCache
 from shared.store import Store
-from shared.summarizers.inline import InlineOffloader
+from shared.summarizers.offload import InlineOffloader
 from shared.wiring.history import history_from_settings
 from shared.wiring.queue import result_cache
 from worker.summarizer import worker_summarizer

@@ -7,10 +7,10 @@
 - ``package.module:factory``: ``factory(settings)`` returns the :class:`Provider` the LLM
   summary uses (a local model gateway, or a deterministic provider in tests).
 
-Unlike the in-process summarizer, a transient provider error is *raised* here: the task
-retries it with backoff. Everything a retry cannot fix (an invalid summary request, a
-permanent provider error, a reply that is no summary) falls back to the extractive
-summary at once, with the reason recorded, exactly as the in-process path does.
+The LLM summary is the same :class:`~shared.summarizers.llm.LLMSummarizer` the agent
+runs in-process, with ``retry_transient=True``: a transient provider error is raised so
+the task retries it with backoff; everything a retry cannot fix falls back to the
+extractive summary at once, with the reason recorded.
 """
 
 from __future__ import annotations
@@ -21,53 +21,15 @@ from collections.abc import Callable
 from typing import cast
 
 from shared.compaction.extractive import ExtractiveSummarizer
-from shared.compaction.jobs import Summarizer, SummaryJob, SummaryResult
-from shared.compaction.summary_prompt import build_summary_request
-from shared.compaction.validate import format_violations, validate_request
-from shared.core.errors import ConfigError, ProviderError, TransientProviderError
-from shared.core.messages import Usage
+from shared.compaction.jobs import Summarizer
+from shared.core.errors import ConfigError
 from shared.core.settings import Settings, env_name
 from shared.providers.base import Provider
-from shared.summarizers.inline import DEFAULT_SUMMARY_MAX_TOKENS, SUMMARIZER_NAME, summary_text
+from shared.summarizers.llm import LLMSummarizer
 
 log = logging.getLogger(__name__)
 
 ProviderFactory = Callable[[Settings], Provider]
-
-
-class TaskSummarizer:
-    """The LLM summary for a task: transient errors propagate, the rest falls back."""
-
-    def __init__(self, provider: Provider, *, max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS) -> None:
-        self.provider = provider
-        self.max_tokens = max_tokens
-        self.fallback = ExtractiveSummarizer()
-
-    def summarize(self, job: SummaryJob) -> SummaryResult:
-        request = build_summary_request(job, model=job.model, max_tokens=self.max_tokens)
-        violations = validate_request(request)
-        if violations:
-            return self._fall_back(job, f"invalid summary request: {format_violations(violations)}")
-        try:
-            response = self.provider.complete(request)
-        except TransientProviderError:
-            raise
-        except ProviderError as error:
-            return self._fall_back(job, f"provider error: {type(error).__name__}: {error}")
-        text, problem = summary_text(response)
-        if problem is not None:
-            return self._fall_back(job, problem, usage=response.usage)
-        return SummaryResult(text=text, summarizer=SUMMARIZER_NAME, usage=response.usage)
-
-    def _fall_back(self, job: SummaryJob, reason: str, usage: Usage | None = None) -> SummaryResult:
-        log.warning(
-            "worker summarizer fell back for session %s turn %d: %s",
-            job.session_id,
-            job.turn,
-            reason,
-        )
-        result = self.fallback.summarize(job)
-        return result.model_copy(update={"fallback_reason": reason, "usage": usage})
 
 
 def worker_summarizer(settings: Settings) -> Summarizer:
@@ -76,8 +38,10 @@ def worker_summarizer(settings: Settings) -> Summarizer:
     if choice == "extractive":
         return ExtractiveSummarizer()
     if choice == "anthropic":
-        return TaskSummarizer(_instrumented(_anthropic(settings)))
-    return TaskSummarizer(_instrumented(load_provider_factory(choice)(settings)))
+        return LLMSummarizer(_instrumented(_anthropic(settings)), retry_transient=True)
+    return LLMSummarizer(
+        _instrumented(load_provider_factory(choice)(settings)), retry_transient=True
+    )
 
 
 def _instrumented(provider: Provider) -> Provider:

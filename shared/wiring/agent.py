@@ -26,7 +26,8 @@ from shared.middleware.summarization import SummarizationMiddleware
 from shared.middleware.tool_args import ToolArgTruncationMiddleware
 from shared.providers.base import Provider
 from shared.store import Store
-from shared.summarizers.inline import InlineOffloader, InlineSummarizer
+from shared.summarizers.llm import LLMSummarizer
+from shared.summarizers.offload import InlineOffloader
 from shared.telemetry.names import Telemetry
 from shared.telemetry.observer import TelemetryObserver
 from shared.tokens import make_estimator
@@ -66,7 +67,7 @@ def build_agent(
     estimator = make_estimator(settings.estimator)
     observer = Observers(_with_compaction_log(observers))
     inline_offloader = offloader or InlineOffloader(history)
-    inline_summarizer = summarizer or InlineSummarizer(
+    inline_summarizer = summarizer or LLMSummarizer(
         summarizer_provider or provider, fallback=ExtractiveSummarizer()
     )
     summarizer, offloader = _ports(settings, store, history, inline_summarizer, inline_offloader)

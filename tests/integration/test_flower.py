@@ -16,7 +16,7 @@ from shared.core.settings import Settings
 from shared.history.local import LocalHistory
 from shared.queue.celery_config import SUMMARIZE_TASK
 from shared.store import Store
-from shared.summarizers.inline import InlineOffloader
+from shared.summarizers.offload import InlineOffloader
 from shared.wiring.queue import make_queued_ports
 from tests.integration.worker_support import (
     FlowerProcess,

@@ -37,7 +37,8 @@ from shared.queue.keys import JobKey
 from shared.queue.lease import Lease, held_lease
 from shared.queue.results import ResultCache
 from shared.store import Store
-from shared.summarizers.inline import InlineOffloader, InlineSummarizer, offload_key
+from shared.summarizers.llm import LLMSummarizer
+from shared.summarizers.offload import InlineOffloader, offload_key
 from shared.wiring.queue import make_queued_ports
 from tests.agent_support import build
 from tests.integration.worker_support import (
@@ -132,7 +133,7 @@ def make_ports(settings: Settings) -> Ports:
     summarizer, offloader = make_queued_ports(
         settings,
         history=history,
-        fallback_summarizer=InlineSummarizer(inline),
+        fallback_summarizer=LLMSummarizer(inline),
         fallback_offloader=InlineOffloader(history),
     )
     return Ports(summarizer, offloader, inline, history)

@@ -16,7 +16,7 @@ from shared.middleware.observer import NullObserver
 from shared.middleware.summarization import SummarizationMiddleware
 from shared.providers.base import Capabilities
 from shared.providers.scripted import ScriptedCounter, ScriptedProvider, text_reply, tool_reply
-from shared.summarizers.inline import InlineOffloader
+from shared.summarizers.offload import InlineOffloader
 from tests.agent_support import build, make_settings
 
 FACT = "Remember fact {i}: token key-{i:04d}. " + "detail " * 150

@@ -49,9 +49,10 @@ from shared.queue.waiting import (
     WaitPolicy,
     await_job,
 )
-from shared.summarizers.inline import InlineOffloader, InlineSummarizer
+from shared.summarizers.llm import LLMSummarizer
+from shared.summarizers.offload import InlineOffloader
 from tests.memory_history import MemoryHistory
-from worker.summarizer import TaskSummarizer, load_provider_factory, worker_summarizer
+from worker.summarizer import load_provider_factory, worker_summarizer
 
 KEY = JobKey("summary", "s1", 3)
 POLICY = WaitPolicy(deadline=10.0, enqueue_ttl=2.0, first_poll=0.1, max_poll=0.5)
@@ -280,7 +281,7 @@ class DownJobs:
 
 
 def queued_summarizer(jobs: object, fallback_text: str = GOOD_SUMMARY) -> QueuedSummarizer:
-    inline = InlineSummarizer(ScriptedProvider(fallback=lambda r: text_reply(fallback_text)))
+    inline = LLMSummarizer(ScriptedProvider(fallback=lambda r: text_reply(fallback_text)))
     return QueuedSummarizer(
         cache=jobs,  # type: ignore[arg-type]
         dispatcher=RecordingDispatcher(),
@@ -457,7 +458,7 @@ def test_worker_summarizer_choices() -> None:
     chosen = worker_summarizer(
         load_settings(worker_summarizer="tests.unit.queue.test_queue:scripted_summary_provider")
     )
-    assert isinstance(chosen, TaskSummarizer)
+    assert isinstance(chosen, LLMSummarizer)
     assert chosen.summarize(summary_job()).text == GOOD_SUMMARY
 
 
@@ -480,8 +481,8 @@ def test_a_bad_worker_summarizer_fails_naming_the_variable(spec: str, detail: st
     assert caught.value.variable == "HANGO_WORKER_SUMMARIZER"
 
 
-def replying(*replies: Response | BaseException) -> TaskSummarizer:
-    return TaskSummarizer(ScriptedProvider(list(replies)))
+def replying(*replies: Response | BaseException) -> LLMSummarizer:
+    return LLMSummarizer(ScriptedProvider(list(replies)), retry_transient=True)
 
 
 def test_task_summarizer_raises_transient_errors_for_the_task_to_retry() -> None:
@@ -499,7 +500,7 @@ def test_task_summarizer_falls_back_to_extractive_on_what_a_retry_cannot_fix() -
     assert short.summarizer == "extractive"
     assert short.fallback_reason == "summary too short (2 characters)"
 
-    good = TaskSummarizer(ScriptedProvider([text_reply(GOOD_SUMMARY)]))
+    good = LLMSummarizer(ScriptedProvider([text_reply(GOOD_SUMMARY)]), retry_transient=True)
     result = good.summarize(summary_job())
     assert (result.text, result.summarizer, result.fallback_reason) == (GOOD_SUMMARY, "llm", None)
     sent: Request = good.provider.requests[0]  # type: ignore[attr-defined]

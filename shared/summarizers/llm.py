@@ -1,10 +1,11 @@
-"""The in-process implementations of the two compaction ports.
+"""The LLM summarizer: one implementation, used in the agent's process and on a worker.
 
-``InlineSummarizer`` asks the provider for a summary in the calling process (the embedded
-default, and the fallback when the queue is down). It never fails the turn: a provider
-error, an invalid summary request, or a reply that is no summary (empty, a few
-characters, a tool call) falls back to the extractive summarizer, and the result says
-why. ``InlineOffloader`` appends the evicted range to the session's history file.
+``LLMSummarizer`` asks a provider for the summary. An invalid summary request, a provider
+error, or a reply that is no summary (empty, a few characters, a tool call, a refusal)
+falls back to the extractive summary, and the result says why: a summarizer never fails
+the turn. The one difference between the two places it runs is a transient provider error
+(429, 5xx, timeout): in the agent's process it falls back like any other, on a worker
+(``retry_transient=True``) it is raised so the Celery task retries it with backoff.
 """
 
 from __future__ import annotations
@@ -14,14 +15,11 @@ import re
 from collections.abc import Callable
 
 from shared.compaction.extractive import ExtractiveSummarizer
-from shared.compaction.jobs import OffloadJob, Summarizer, SummaryJob, SummaryResult
+from shared.compaction.jobs import Summarizer, SummaryJob, SummaryResult
 from shared.compaction.summary_prompt import build_summary_request
 from shared.compaction.validate import format_violations, validate_request
-from shared.core.errors import HangoError
+from shared.core.errors import HangoError, TransientProviderError
 from shared.core.messages import Response, TextBlock, Usage
-from shared.history.base import HistoryBackend
-from shared.history.markdown import render_evicted
-from shared.history.paths import conversation_history_path
 from shared.providers.base import Provider
 
 logger = logging.getLogger(__name__)
@@ -34,8 +32,8 @@ MIN_SUMMARY_CHARS = 40
 _WRAPPED = re.compile(r"<summary>\s*(.*)\s*</summary>", re.DOTALL)
 
 
-class InlineSummarizer:
-    """``Summarizer`` that calls the provider in this process, falling back on failure."""
+class LLMSummarizer:
+    """``Summarizer`` that asks ``provider`` for the summary, falling back on failure."""
 
     def __init__(
         self,
@@ -45,12 +43,14 @@ class InlineSummarizer:
         fallback: Summarizer | None = None,
         on_usage: Callable[[Usage], None] | None = None,
         min_chars: int = MIN_SUMMARY_CHARS,
+        retry_transient: bool = False,
     ) -> None:
         self.provider = provider
         self.max_tokens = max_tokens
         self.fallback: Summarizer = fallback or ExtractiveSummarizer()
         self.on_usage = on_usage
         self.min_chars = min_chars
+        self.retry_transient = retry_transient
 
     def summarize(self, job: SummaryJob) -> SummaryResult:
         request = build_summary_request(job, model=job.model, max_tokens=self.max_tokens)
@@ -60,6 +60,10 @@ class InlineSummarizer:
             return self._fall_back(job, f"invalid summary request: {shown}")
         try:
             response = self.provider.complete(request)
+        except TransientProviderError as error:
+            if self.retry_transient:
+                raise
+            return self._fall_back(job, f"provider error: {_describe(error)}")
         except Exception as error:  # the turn must complete whatever the summarizer does
             if not isinstance(error, HangoError | TimeoutError | OSError):
                 logger.exception("unexpected error from the summarizer's provider")
@@ -102,29 +106,3 @@ def _describe(error: Exception) -> str:
     if isinstance(error, HangoError):
         return f"{type(error).__name__}: {error.message}"
     return f"{type(error).__name__}: {error}"
-
-
-class InlineOffloader:
-    """``HistoryOffloader`` writing to a history backend in this process.
-
-    The section key names the turn and the evicted range, so a retried offload of the
-    same compaction (overflow retry, resumed turn) appends nothing.
-    """
-
-    def __init__(self, history: HistoryBackend) -> None:
-        self.history = history
-
-    def offload(self, job: OffloadJob) -> str:
-        if not job.evicted:
-            raise ValueError(
-                f"offload for session {job.session_id!r} turn {job.turn} has no messages"
-            )
-        path = conversation_history_path(job.session_id)
-        section = render_evicted(job.session_id, job.turn, job.evicted)
-        self.history.append_section(path, offload_key(job), section)
-        return path
-
-
-def offload_key(job: OffloadJob) -> str:
-    """The idempotency key of one offload: turn and evicted range."""
-    return f"turn-{job.turn}-seq-{job.from_seq}-{job.to_seq}"

@@ -25,7 +25,8 @@ from shared.core.messages import (
 from shared.history.local import LocalHistory
 from shared.history.markdown import fence_for, render_evicted
 from shared.providers.scripted import ScriptedProvider, text_reply, tool_reply
-from shared.summarizers.inline import InlineOffloader, InlineSummarizer
+from shared.summarizers.llm import LLMSummarizer
+from shared.summarizers.offload import InlineOffloader
 from tests.histories import assistant, call, calls, histories, result, results, user
 from tests.memory_history import MemoryHistory
 
@@ -74,7 +75,7 @@ def offload_job(turn: int = 5, first_seq: int = 1, session_id: str = "sess-1") -
     )
 
 
-# --- InlineSummarizer -------------------------------------------------------------------
+# --- LLMSummarizer -------------------------------------------------------------------
 
 
 def test_summary_comes_from_the_provider_with_its_usage() -> None:
@@ -83,7 +84,7 @@ def test_summary_comes_from_the_provider_with_its_usage() -> None:
     )
     provider = ScriptedProvider([reply])
     seen: list[Usage] = []
-    summarizer = InlineSummarizer(provider, max_tokens=777, on_usage=seen.append)
+    summarizer = LLMSummarizer(provider, max_tokens=777, on_usage=seen.append)
     job = summary_job(previous="earlier briefing")
 
     outcome = summarizer.summarize(job)
@@ -98,7 +99,7 @@ def test_a_summary_wrapped_in_tags_is_unwrapped() -> None:
     provider = ScriptedProvider(
         [text_reply(f"<analysis>thinking</analysis>\n<summary>\n{SUMMARY}\n</summary>")]
     )
-    assert InlineSummarizer(provider).summarize(summary_job()).text == SUMMARY
+    assert LLMSummarizer(provider).summarize(summary_job()).text == SUMMARY
 
 
 @pytest.mark.parametrize(
@@ -111,7 +112,7 @@ def test_a_summary_wrapped_in_tags_is_unwrapped() -> None:
 )
 def test_provider_failure_falls_back_to_the_extractive_summary(error: BaseException) -> None:
     seen: list[Usage] = []
-    summarizer = InlineSummarizer(ScriptedProvider([error]), on_usage=seen.append)
+    summarizer = LLMSummarizer(ScriptedProvider([error]), on_usage=seen.append)
     job = summary_job()
 
     outcome = summarizer.summarize(job)
@@ -138,7 +139,7 @@ def test_a_reply_that_is_no_summary_falls_back_but_keeps_its_usage(
 ) -> None:
     seen: list[Usage] = []
     provider = ScriptedProvider([reply])  # type: ignore[list-item]
-    outcome = InlineSummarizer(provider, on_usage=seen.append).summarize(summary_job())
+    outcome = LLMSummarizer(provider, on_usage=seen.append).summarize(summary_job())
     assert outcome.summarizer == "extractive"
     assert outcome.fallback_reason == reason
     assert outcome.usage is not None and seen == [outcome.usage]
@@ -149,7 +150,7 @@ def test_the_given_fallback_is_used() -> None:
         def summarize(self, job: SummaryJob) -> SummaryResult:
             return SummaryResult(text=f"fixed {job.turn}", summarizer="fixed")
 
-    outcome = InlineSummarizer(ScriptedProvider([]), fallback=Fixed()).summarize(summary_job())
+    outcome = LLMSummarizer(ScriptedProvider([]), fallback=Fixed()).summarize(summary_job())
     assert (outcome.text, outcome.summarizer) == ("fixed 5", "fixed")
     assert outcome.fallback_reason is not None and "no reply left" in outcome.fallback_reason
 
