@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
 
 from rich.live import Live
 from rich.text import Text
@@ -19,22 +18,9 @@ from rich.text import Text
 from shared.agent.loop import TurnResult
 from shared.cli.output import by_reason, stderr_console
 from shared.compaction.record import CompactionRecord
+from shared.compaction.validate import count_breakpoints
 from shared.core.messages import Request, Response
 from shared.middleware.observer import NullObserver
-
-
-def count_breakpoints(request: Request) -> int:
-    """The ``cache_control`` markers in the request (tools, system and message blocks)."""
-    return _count_marks(request.to_api())
-
-
-def _count_marks(value: Any) -> int:
-    if isinstance(value, dict):
-        own = 1 if "cache_control" in value else 0
-        return own + sum(_count_marks(child) for child in value.values())
-    if isinstance(value, list):
-        return sum(_count_marks(child) for child in value)
-    return 0
 
 
 @dataclass
