@@ -15,7 +15,7 @@ COPY pyproject.toml README.md alembic.ini ./
 COPY shared ./shared
 COPY worker ./worker
 COPY migrations ./migrations
-RUN pip install . \
+RUN pip install ".[flower]" \
     && useradd --create-home --uid 10001 hango \
     && mkdir -p /app/.hango \
     && chown hango /app/.hango

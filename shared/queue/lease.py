@@ -5,6 +5,11 @@ of its TTL, but only while the key still holds our token (compare-and-pexpire), 
 release deletes it only if it is still ours (compare-and-delete). A short TTL plus a
 heartbeat means a SIGKILLed holder blocks the job for at most one TTL, while a long
 provider call keeps its lease for as long as it runs.
+
+Hand-written rather than redis-py's ``Lock``: the lease is taken in the same Lua round trip
+that reads a committed result (``results._RESULT_OR_LEASE``) and released in the one that
+commits it (``_COMMIT_AND_RELEASE``), which keeps a task at two Redis round trips; ``Lock``
+cannot join either script.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, create_engine, event, func, select, update
+import sqlalchemy
+from sqlalchemy import Connection, Engine, Row, event, func, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
@@ -262,14 +263,16 @@ def engine_from_url(url: str) -> Engine:
         # The driver this product ships (psycopg2-binary); SQLAlchemy 2.1's default for a
         # bare postgresql:// is psycopg 3, which is not installed.
         parsed = parsed.set(drivername="postgresql+psycopg2")
-    return create_engine(parsed, pool_pre_ping=True)
+    # Looked up on the module at call time, so OpenTelemetry's SQLAlchemy instrumentation
+    # (which wraps sqlalchemy.create_engine once tracing starts) sees every engine.
+    return sqlalchemy.create_engine(parsed, pool_pre_ping=True)
 
 
 def _sqlite_engine(url: str, database: str | None) -> Engine:
     if database and database != ":memory:" and not database.startswith("file:"):
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     # Writers queue on SQLite's lock for up to 30 s instead of failing at once.
-    engine = create_engine(url, connect_args={"timeout": 30})
+    engine = sqlalchemy.create_engine(url, connect_args={"timeout": 30})
     event.listen(engine, "connect", _enable_sqlite_foreign_keys)
     return engine
 

@@ -21,13 +21,17 @@ from dataclasses import dataclass
 from typing import Literal
 
 from opentelemetry import metrics, trace
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv._incubating.attributes import messaging_attributes as messaging
+from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
+from opentelemetry.semconv.attributes import error_attributes
 from opentelemetry.util.types import AttributeValue as AttributeValue
 
 INSTRUMENTATION_SCOPE = "hango"
 
 # --- operations and span names ------------------------------------------------------
-OPERATION_CHAT = "chat"
-OPERATION_INVOKE_AGENT = "invoke_agent"
+OPERATION_CHAT = gen_ai.GenAiOperationNameValues.CHAT.value
+OPERATION_INVOKE_AGENT = gen_ai.GenAiOperationNameValues.INVOKE_AGENT.value
 AGENT_NAME = "hango"
 TURN_SPAN = f"{OPERATION_INVOKE_AGENT} {AGENT_NAME}"
 
@@ -37,25 +41,27 @@ def chat_span_name(model: str) -> str:
     return f"{OPERATION_CHAT} {model}"
 
 
-# --- attributes (GenAI semconv v1.41) -------------------------------------------------
-GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
-GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
-GEN_AI_AGENT_NAME = "gen_ai.agent.name"
-GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
-GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
-GEN_AI_RESPONSE_ID = "gen_ai.response.id"
-GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
-GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
-GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
+# --- attributes (GenAI semconv, from opentelemetry-semantic-conventions) -------------------
+# GenAI names are still "incubating" upstream, so they come from the package's _incubating
+# modules; error.type is stable. Only the product's own names are spelled out below.
+GEN_AI_OPERATION_NAME = gen_ai.GEN_AI_OPERATION_NAME
+GEN_AI_PROVIDER_NAME = gen_ai.GEN_AI_PROVIDER_NAME
+GEN_AI_AGENT_NAME = gen_ai.GEN_AI_AGENT_NAME
+GEN_AI_REQUEST_MODEL = gen_ai.GEN_AI_REQUEST_MODEL
+GEN_AI_REQUEST_MAX_TOKENS = gen_ai.GEN_AI_REQUEST_MAX_TOKENS
+GEN_AI_RESPONSE_ID = gen_ai.GEN_AI_RESPONSE_ID
+GEN_AI_RESPONSE_MODEL = gen_ai.GEN_AI_RESPONSE_MODEL
+GEN_AI_RESPONSE_FINISH_REASONS = gen_ai.GEN_AI_RESPONSE_FINISH_REASONS
+GEN_AI_CONVERSATION_ID = gen_ai.GEN_AI_CONVERSATION_ID
+GEN_AI_USAGE_INPUT_TOKENS = gen_ai.GEN_AI_USAGE_INPUT_TOKENS
+GEN_AI_USAGE_OUTPUT_TOKENS = gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS = gen_ai.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
+GEN_AI_TOKEN_TYPE = gen_ai.GEN_AI_TOKEN_TYPE
 GEN_AI_CONVERSATION_COMPACTED = "gen_ai.conversation.compacted"
-GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
-GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
-GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
-GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
-GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
-TOKEN_TYPE_INPUT = "input"
-TOKEN_TYPE_OUTPUT = "output"
-ERROR_TYPE = "error.type"
+TOKEN_TYPE_INPUT = gen_ai.GenAiTokenTypeValues.INPUT.value
+TOKEN_TYPE_OUTPUT = gen_ai.GenAiTokenTypeValues.COMPLETION.value
+ERROR_TYPE = error_attributes.ERROR_TYPE
 
 # --- attributes (product) ---------------------------------------------------------------
 HANGO_TURN = "hango.turn"
@@ -90,7 +96,7 @@ CELERY_APPLY_ASYNC = "apply_async"
 CELERY_RUN = "run"
 CELERY_ACTION = "celery.action"
 CELERY_TASK_NAME = "celery.task_name"
-MESSAGING_MESSAGE_ID = "messaging.message.id"
+MESSAGING_MESSAGE_ID = messaging.MESSAGING_MESSAGE_ID
 # Message header stamped at publish, read by the worker for queue latency.
 ENQUEUED_AT_HEADER = "hango_enqueued_at"
 
@@ -133,12 +139,12 @@ CONTEXT_INVALID_REQUESTS_BLOCKED = MetricSpec(
     "Compacted requests that failed validation and were replaced by mechanical truncation.",
 )  # fmt: skip
 CLIENT_TOKEN_USAGE = MetricSpec(
-    "gen_ai.client.token.usage", "histogram", "{token}",
+    gen_ai_metrics.GEN_AI_CLIENT_TOKEN_USAGE, "histogram", "{token}",
     "Tokens used per provider call, by gen_ai.token.type and hango.call.purpose.",
     _POWERS_OF_4,
 )  # fmt: skip
 CLIENT_OPERATION_DURATION = MetricSpec(
-    "gen_ai.client.operation.duration", "histogram", "s",
+    gen_ai_metrics.GEN_AI_CLIENT_OPERATION_DURATION, "histogram", "s",
     "Duration of each provider call.", _DURATION_BUCKETS,
 )  # fmt: skip
 CACHE_READ_RATIO = MetricSpec(

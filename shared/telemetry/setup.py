@@ -61,6 +61,7 @@ class TelemetryHandle:
     meter_provider: MeterProvider | None = None
     exporters: tuple[str, ...] = ()
     celery_role: CeleryRole | None = None
+    clients_traced: bool = False
     _publish_tracer: CeleryPublishTracer | None = field(default=None, repr=False)
     _closed: bool = field(default=False, repr=False)
 
@@ -77,6 +78,9 @@ class TelemetryHandle:
             self._publish_tracer.disconnect()
         if self.celery_role == "worker":
             _celery_instrumentor().uninstrument()
+        if self.clients_traced:
+            for instrumentor in _client_instrumentors():
+                instrumentor.uninstrument()
         if self.tracer_provider is not None:
             self.tracer_provider.shutdown()
         if self.meter_provider is not None:
@@ -115,6 +119,9 @@ def setup_telemetry(
         exporters=tuple(f"traces:{n}" for n, _ in span_exporters)
         + tuple(f"metrics:{n}" for n, _ in metric_exporters),
     )
+    if span_exporters:
+        trace_clients(tracer_provider)
+        handle.clients_traced = True
     if celery_role is not None:
         handle.celery_role = celery_role
         handle._publish_tracer = instrument_celery(celery_role, handle.telemetry)
@@ -132,6 +139,26 @@ def instrument_celery(role: CeleryRole, telemetry: Telemetry) -> CeleryPublishTr
         tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider
     )
     return None
+
+
+def trace_clients(tracer_provider: TracerProvider) -> None:
+    """Redis commands (result cache, lease, wake-ups) and SQL statements become spans.
+
+    The official instrumentations patch the client libraries, so every Redis round trip of
+    the queue and every database write of the store shows in the turn's trace.
+    """
+    for instrumentor in _client_instrumentors():
+        if not instrumentor.is_instrumented_by_opentelemetry:
+            # skip_dep_check: the SQLAlchemy instrumentation 0.66b2 declares "< 2.1" while
+            # its engine event hooks work unchanged on 2.1 (the test suite checks the spans).
+            instrumentor.instrument(tracer_provider=tracer_provider, skip_dep_check=True)
+
+
+def _client_instrumentors() -> tuple[Any, ...]:
+    from opentelemetry.instrumentation.redis import RedisInstrumentor
+    from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
+
+    return (RedisInstrumentor(), SQLAlchemyInstrumentor())
 
 
 def resource_name(resource: Resource) -> str:

@@ -243,3 +243,36 @@ def test_unconfirmed_publishes_are_closed_as_failures_beyond_a_bound() -> None:
     }
     assert all(s.status.status_code is StatusCode.ERROR for s in lost)
     cap.shutdown()
+
+
+def test_redis_commands_and_sql_statements_become_spans() -> None:
+    import redis
+    from sqlalchemy import text
+
+    from shared.store.repository import engine_from_url
+    from shared.telemetry.setup import _client_instrumentors, trace_clients
+
+    cap = capture()
+    trace_clients(cap.tracer_provider)  # after the store module was imported, as in the CLI
+    try:
+        engine = engine_from_url("sqlite://")
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        engine.dispose()
+        closed = redis.Redis(host="127.0.0.1", port=_closed_port(), socket_connect_timeout=0.5)
+        with pytest.raises(redis.ConnectionError):
+            closed.ping()
+    finally:
+        for instrumentor in _client_instrumentors():
+            instrumentor.uninstrument()
+    spans = {span.name: span for span in cap.exporter.get_finished_spans()}
+    assert spans["SELECT"].attributes["db.statement"] == "SELECT 1"
+    assert "PING" in spans, spans
+    assert spans["PING"].status.status_code is StatusCode.ERROR
+    cap.shutdown()
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
