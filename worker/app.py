@@ -13,11 +13,14 @@ agent's producer shares, so both sides agree on routing, serialization and limit
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 
+from shared.core.errors import ConfigError
 from shared.core.settings import Settings, load_settings
-from shared.queue.celery_config import celery_config
+from shared.queue.celery_config import SUMMARIZE_QUEUE, celery_config
+from worker.summarizer import check_worker_summarizer
 
 
 def create_app(settings: Settings | None = None) -> Celery:
@@ -28,7 +31,32 @@ def create_app(settings: Settings | None = None) -> Celery:
     return app
 
 
-app = create_app()
+def _app_or_exit() -> Celery:
+    """The app, or one line naming the variable and a non-zero exit (no traceback)."""
+    try:
+        return create_app()
+    except ConfigError as exc:
+        raise SystemExit(f"hango worker: {exc}") from None
+
+
+@signals.celeryd_after_setup.connect(weak=False)
+def refuse_to_start_without_a_summarizer(instance: Any = None, **_: Any) -> None:
+    """A worker consuming ``summarize`` checks its summarizer before serving anything.
+
+    Without this, a worker missing its API key starts, fails every task with a traceback,
+    and the agents fall back in-process as if nothing were wrong. An offload-only worker
+    (``-Q offload``) never summarizes, so it needs no key.
+    """
+    queues = instance.app.amqp.queues
+    if SUMMARIZE_QUEUE not in (queues.consume_from or queues):
+        return
+    try:
+        check_worker_summarizer(load_settings())
+    except ConfigError as exc:
+        raise SystemExit(f"hango worker: {exc}") from None
+
+
+app = _app_or_exit()
 celery = app
 
 # OpenTelemetry for the worker processes (worker_process_init); optional until it lands.

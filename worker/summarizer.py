@@ -4,6 +4,8 @@
   summarizer's own timeout and no SDK retries (Celery retries with backoff instead, and
   a timeout times the SDK's attempts would overrun the task's soft time limit);
 - ``extractive``: no model at all;
+- ``simulated``: the simulation's scripted summarizer (``hango simulate --queue`` offline),
+  taking ``HANGO_SIMULATED_SUMMARIZER_LATENCY`` seconds per summary;
 - ``package.module:factory``: ``factory(settings)`` returns the :class:`Provider` the LLM
   summary uses (a local model gateway, or a deterministic provider in tests).
 
@@ -32,6 +34,24 @@ log = logging.getLogger(__name__)
 ProviderFactory = Callable[[Settings], Provider]
 
 
+def check_worker_summarizer(settings: Settings) -> None:
+    """Fail before the worker serves anything if its summarizer cannot work.
+
+    A worker that starts and then fails every task (a traceback each) while the agents
+    silently fall back in-process hides the mistake; refusing to start names it at once.
+    """
+    choice = settings.worker_summarizer.strip()
+    if choice == "anthropic" and settings.anthropic_api_key is None:
+        raise ConfigError(
+            f"{env_name('worker_summarizer')}=anthropic needs an API key: set "
+            "ANTHROPIC_API_KEY (or HANGO_ANTHROPIC_API_KEY), or choose "
+            f"{env_name('worker_summarizer')}=simulated or extractive to run without one",
+            variable="ANTHROPIC_API_KEY",
+        )
+    if choice not in ("anthropic", "extractive", "simulated"):
+        load_provider_factory(choice)
+
+
 def worker_summarizer(settings: Settings) -> Summarizer:
     """The summarizer named by ``settings.worker_summarizer``."""
     choice = settings.worker_summarizer.strip()
@@ -39,6 +59,10 @@ def worker_summarizer(settings: Settings) -> Summarizer:
         return ExtractiveSummarizer()
     if choice == "anthropic":
         return LLMSummarizer(_instrumented(_anthropic(settings)), retry_transient=True)
+    if choice == "simulated":
+        from shared.simulate.model import summary_provider
+
+        return LLMSummarizer(_instrumented(summary_provider(settings)), retry_transient=True)
     return LLMSummarizer(
         _instrumented(load_provider_factory(choice)(settings)), retry_transient=True
     )
@@ -71,7 +95,8 @@ def load_provider_factory(spec: str) -> ProviderFactory:
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise ConfigError(
-            f"{variable}: expected 'anthropic', 'extractive' or 'package.module:factory', "
+            f"{variable}: expected 'anthropic', 'extractive', 'simulated' or "
+            "'package.module:factory', "
             f"got {spec!r}",
             variable=variable,
         )

@@ -102,3 +102,43 @@ def by_reason(records: Iterable[CompactionRecord]) -> dict[str, int]:
     for record in records:
         counts[record.reason] = counts.get(record.reason, 0) + 1
     return counts
+
+
+WORKER_PREFIX = "worker:"
+
+
+def summary_sources(records: Iterable[CompactionRecord]) -> dict[str, Any]:
+    """Where the summaries came from: the worker, in-process, or a fallback (and why).
+
+    A queue that silently fell back looks like a queue that worked unless this is shown.
+    """
+    summaries = [record for record in records if record.reason != "truncate"]
+    reasons: dict[str, int] = {}
+    for record in summaries:
+        if record.fallback_reason:
+            code = record.fallback_reason.split(":", 1)[0].strip()
+            reasons[code] = reasons.get(code, 0) + 1
+    return {
+        "from_worker": sum(
+            1 for r in summaries if r.summarizer.startswith(WORKER_PREFIX) and not r.fallback_reason
+        ),
+        "in_process": sum(
+            1
+            for r in summaries
+            if not r.summarizer.startswith(WORKER_PREFIX) and not r.fallback_reason
+        ),
+        "fell_back": sum(1 for r in summaries if r.fallback_reason),
+        "fallback_reasons": reasons,
+    }
+
+
+def summary_sources_line(sources: dict[str, Any]) -> str:
+    """``3 from the worker, 0 in-process, 1 fell back (queue_deadline 1)``."""
+    line = (
+        f"{sources['from_worker']} from the worker, {sources['in_process']} in-process, "
+        f"{sources['fell_back']} fell back"
+    )
+    reasons = sources["fallback_reasons"]
+    if reasons:
+        line += " (" + ", ".join(f"{code} {count}" for code, count in reasons.items()) + ")"
+    return line

@@ -35,6 +35,8 @@ from shared.cli.output import (
     key_value_table,
     print_json,
     stdout_console,
+    summary_sources,
+    summary_sources_line,
 )
 from shared.cli.progress import RunStats
 from shared.cli.replaying import (
@@ -209,6 +211,7 @@ def replay_report(
         "compactions": len(outcome.compactions),
         "compactions_by_reason": by_reason(outcome.compactions),
         "compaction_records": [compaction_json(record) for record in outcome.compactions],
+        "summaries": summary_sources(outcome.compactions),
         "truncated_tool_args": stats.truncated_args,
         "invalid_requests_blocked": stats.invalid_blocked,
         "overflow_retries": stats.overflow_retries,
@@ -241,6 +244,7 @@ def _print_tables(report: dict[str, Any], outcome: ReplayRun) -> None:
                     ", ".join(f"{k} {v}" for k, v in report["compactions_by_reason"].items())
                     or "0",
                 ),
+                ("summaries", summary_sources_line(report["summaries"])),
                 ("truncated tool arguments", report["truncated_tool_args"]),
                 ("invalid requests blocked", report["invalid_requests_blocked"]),
                 (

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import time
 from statistics import mean
 from typing import Any
@@ -23,6 +24,8 @@ from shared.cli.output import (
     print_json,
     redact_url,
     stdout_console,
+    summary_sources,
+    summary_sources_line,
 )
 from shared.cli.progress import LiveProgress, RunStats
 from shared.cli.wiring import (
@@ -33,6 +36,7 @@ from shared.cli.wiring import (
     telemetry,
     with_window,
 )
+from shared.core.errors import ConfigError
 from shared.core.settings import Settings, load_settings
 from shared.providers.base import Provider
 from shared.simulate.runner import Simulation, SimulationOutcome, build_simulation, scripted_model
@@ -70,6 +74,12 @@ def add_parser(commands: Any) -> None:
         help="summaries and offloads through Celery (HANGO_REDIS_URL)",
     )
     parser.add_argument(
+        "--summarizer-latency",
+        metavar="SECONDS",
+        help="seconds each scripted summary takes, in-process (default "
+        "HANGO_SIMULATED_SUMMARIZER_LATENCY, 0); give a worker the same variable",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print a JSON summary instead of tables"
     )
     # Overflows and summarizer fallbacks are part of the command's own report.
@@ -83,11 +93,25 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str | None, flag: str) -> float | None:
+    """A flag's seconds (finite, >= 0), or a one-line error naming the flag."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise ConfigError(f"{flag} must be a number of seconds >= 0, not {text!r}", variable=flag)
+    return value
+
+
 def simulation_settings(args: argparse.Namespace) -> Settings:
     flags = {
         "model": args.model,
         "database_url": args.database_url,
         "history_root": args.history_root,
+        "simulated_summarizer_latency": _seconds(args.summarizer_latency, "--summarizer-latency"),
     }
     base = load_settings(**{key: value for key, value in flags.items() if value is not None})
     overrides: dict[str, Any] = {
@@ -156,6 +180,7 @@ def simulation_report(
         "stored_messages": outcome.stored_messages,
         "compactions": [compaction_json(record) for record in outcome.compactions],
         "compactions_by_reason": by_reason(outcome.compactions),
+        "summaries": summary_sources(outcome.compactions),
         "truncated_tool_args": stats.truncated_args,
         "overflow_retries": stats.overflow_retries,
         "invalid_requests_blocked": stats.invalid_blocked,
@@ -202,6 +227,7 @@ def _print_tables(report: dict[str, Any], outcome: SimulationOutcome) -> None:
                     "summarizer calls",
                     report["summary_calls"] if report["summary_calls"] is not None else "-",
                 ),
+                ("summaries", summary_sources_line(report["summaries"])),
                 ("truncated tool arguments", report["truncated_tool_args"]),
                 ("overflow retries", report["overflow_retries"]),
                 ("invalid requests blocked", report["invalid_requests_blocked"]),

@@ -86,7 +86,10 @@ class Settings(BaseSettings):
     # The worker system (shared/queue, worker/). The limits nest:
     # summarizer_timeout < worker_soft_time_limit < worker_time_limit < queue_visibility_timeout,
     # checked when the Celery configuration is built (shared.queue.celery_config).
-    worker_summarizer: str = "anthropic"  # anthropic | extractive | package.module:factory
+    # anthropic | extractive | simulated | package.module:factory
+    worker_summarizer: str = "anthropic"
+    # Seconds the simulation's scripted summarizer takes per summary (worker and in-process).
+    simulated_summarizer_latency: float = Field(default=0.0, ge=0)
     worker_soft_time_limit: float = Field(default=90.0, gt=0)
     worker_time_limit: float = Field(default=120.0, gt=0)
     queue_visibility_timeout: float = Field(default=600.0, gt=0)

@@ -21,6 +21,7 @@ import json
 import math
 import random
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,9 @@ class ScriptedCodingModel:
 
     seed: int = 0
     max_input_tokens: int | None = None
+    # Seconds a summary takes, as a real summarizer model's would (the agent's own calls
+    # answer at once): what pre-summarization hides from the turn.
+    summary_latency: float = 0.0
     name: str = "scripted"
     capabilities: Capabilities = field(
         default_factory=lambda: Capabilities(prompt_caching=True, token_counting=True)
@@ -109,6 +113,8 @@ class ScriptedCodingModel:
 
     def complete(self, request: Request) -> Response:
         tokens = count_request_tokens(request)
+        if is_summary_request(request) and self.summary_latency > 0:
+            time.sleep(self.summary_latency)
         with self._lock:
             if is_summary_request(request):
                 # The summarizer model's window is a real model's, not the small simulated
@@ -194,6 +200,7 @@ def summary_provider(settings: Settings) -> ScriptedCodingModel:
     """The scripted model for Celery workers (``HANGO_WORKER_SUMMARIZER=`` this function).
 
     With it, the queued summaries of ``hango simulate --queue`` come from the same
-    scripted model as the in-process ones, and the worker needs no API key.
+    scripted model as the in-process ones, and the worker needs no API key. Each summary
+    takes ``HANGO_SIMULATED_SUMMARIZER_LATENCY`` seconds.
     """
-    return ScriptedCodingModel()
+    return ScriptedCodingModel(summary_latency=settings.simulated_summarizer_latency)

@@ -102,7 +102,11 @@ def new_session_id(seed: int) -> str:
 def scripted_model(settings: Settings, seed: int) -> ScriptedCodingModel:
     """The scripted model, refusing requests over the profile's window as the API would."""
     window = Profiles.from_settings(settings).resolve(settings.model).max_input_tokens
-    return ScriptedCodingModel(seed=seed, max_input_tokens=window)
+    return ScriptedCodingModel(
+        seed=seed,
+        max_input_tokens=window,
+        summary_latency=settings.simulated_summarizer_latency,
+    )
 
 
 def build_simulation(

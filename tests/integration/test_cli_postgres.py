@@ -83,7 +83,7 @@ def test_simulate_queue_gets_its_summaries_from_the_worker(
         database_url=pg_url,
         history_root=tmp_path / "history",
         history_backend="postgres",
-        worker_summarizer="shared.simulate.model:summary_provider",
+        worker_summarizer="simulated",
     )
     _queue_env(monkeypatch, url)
 
@@ -101,6 +101,12 @@ def test_simulate_queue_gets_its_summaries_from_the_worker(
         ("worker:llm", None)
     ] * len(report["compactions"])
     assert report["summary_calls"] == 0
+    assert report["summaries"] == {
+        "from_worker": len(report["compactions"]),
+        "in_process": 0,
+        "fell_back": 0,
+        "fallback_reasons": {},
+    }
 
 
 def test_simulate_queue_without_a_worker_says_so(

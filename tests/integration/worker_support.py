@@ -236,6 +236,7 @@ _ENV_FIELDS = (
     "history_backend",
     "history_root",
     "worker_summarizer",
+    "simulated_summarizer_latency",
     *FAST_LIMITS,
 )
 

@@ -124,6 +124,7 @@ SIMULATE_KEYS = {
     "stored_messages": int,
     "compactions": list,
     "compactions_by_reason": dict,
+    "summaries": dict,
     "truncated_tool_args": int,
     "overflow_retries": int,
     "invalid_requests_blocked": int,
@@ -151,6 +152,14 @@ def test_simulate_json_reports_compactions_counters_and_history(simulated: Simul
     assert sum(report["compactions_by_reason"].values()) == len(report["compactions"])
     assert report["session_counters"]["compactions"] == len(report["compactions"])
     assert report["summary_calls"] >= 1
+    summaries = [c for c in report["compactions"] if c["reason"] != "truncate"]
+    # No queue: every summary was made in-process, none came from a worker.
+    assert report["summaries"] == {
+        "from_worker": 0,
+        "in_process": len(summaries),
+        "fell_back": 0,
+        "fallback_reasons": {},
+    }
     assert report["truncated_tool_args"] > 0
     assert report["input_tokens_sent"]["max"] <= 9000
     assert Path(report["history_file"]).is_file()
@@ -172,6 +181,7 @@ def test_simulate_prints_tables_without_json(
     assert ran.code == 0, ran.err
     assert "Compactions" in ran.out and "threshold" in ran.out
     assert "compactions (counter)" in ran.out
+    assert "0 from the worker" in ran.out and "0 fell back" in ran.out
     assert f"History file: {tmp_path / 'hist'}" in ran.out
 
 
@@ -497,6 +507,8 @@ def test_migrate_creates_the_schema_and_list_reads_it(
         (["history", "nobody"], EXIT_SESSION, "no session 'nobody'"),
         (["simulate", "--provider", "anthropic"], EXIT_CONFIG, "ANTHROPIC_API_KEY"),
         (["simulate", "--queue"], EXIT_QUEUE, "HANGO_REDIS_URL"),
+        (["simulate", "--summarizer-latency=-1"], EXIT_CONFIG, "--summarizer-latency"),
+        (["simulate", "--summarizer-latency", "soon"], EXIT_CONFIG, "--summarizer-latency"),
         (["replay", "missing.json"], EXIT_TRANSCRIPT, "no such file"),
         (["replay", "x.json", "--max-input-tokens", "0"], EXIT_CONFIG, "--max-input-tokens"),
         (["chat"], EXIT_CONFIG, "ANTHROPIC_API_KEY"),

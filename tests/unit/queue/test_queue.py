@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -49,10 +50,11 @@ from shared.queue.waiting import (
     WaitPolicy,
     await_job,
 )
+from shared.simulate.model import ScriptedCodingModel
 from shared.summarizers.llm import LLMSummarizer
 from shared.summarizers.offload import InlineOffloader
 from tests.memory_history import MemoryHistory
-from worker.summarizer import load_provider_factory, worker_summarizer
+from worker.summarizer import check_worker_summarizer, load_provider_factory, worker_summarizer
 
 KEY = JobKey("summary", "s1", 3)
 POLICY = WaitPolicy(deadline=10.0, enqueue_ttl=2.0, first_poll=0.1, max_poll=0.5)
@@ -462,6 +464,62 @@ def test_worker_summarizer_choices() -> None:
     assert chosen.summarize(summary_job()).text == GOOD_SUMMARY
 
 
+def test_the_simulated_worker_summarizer_is_the_simulations_scripted_one() -> None:
+    summarizer = worker_summarizer(load_settings(worker_summarizer="simulated"))
+    assert isinstance(summarizer, LLMSummarizer)
+
+    result = summarizer.summarize(summary_job())
+
+    assert result.fallback_reason is None and result.summarizer == "llm"
+    # The same text the simulation's scripted model writes in-process for that job.
+    in_process = LLMSummarizer(ScriptedCodingModel()).summarize(summary_job())
+    assert result.text == in_process.text and "## Next step" in result.text
+
+
+def test_a_worker_without_the_key_its_summarizer_needs_refuses_to_start() -> None:
+    settings = load_settings(worker_summarizer="anthropic", anthropic_api_key=None)
+    with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY") as caught:
+        check_worker_summarizer(settings)
+    assert caught.value.variable == "ANTHROPIC_API_KEY"
+    # Choices that need no key pass; a bad factory fails like the summarizer itself.
+    check_worker_summarizer(load_settings(worker_summarizer="simulated"))
+    check_worker_summarizer(load_settings(worker_summarizer="extractive"))
+    check_worker_summarizer(load_settings(worker_summarizer="anthropic", anthropic_api_key="k"))
+    with pytest.raises(ConfigError, match="cannot load"):
+        check_worker_summarizer(load_settings(worker_summarizer="nowhere_at_all:make"))
+
+
+def test_the_worker_process_exits_with_one_line_naming_the_variable(tmp_path: Path) -> None:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("HANGO_") and key != "ANTHROPIC_API_KEY"
+    }
+    env.update(
+        HANGO_REDIS_URL="redis://127.0.0.1:1/0",  # never contacted: it exits before
+        HANGO_WORKER_SUMMARIZER="anthropic",
+        PYTHONPATH=str(Path(__file__).resolve().parents[3]),
+    )
+
+    def start(queues: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "celery", "-A", "worker", "worker", "-Q", queues],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=env,
+            cwd=tmp_path,
+        )
+
+    refused = start("summarize,offload")
+
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    named = [line for line in refused.stderr.splitlines() if "HANGO_WORKER_SUMMARIZER" in line]
+    assert len(named) == 1 and "ANTHROPIC_API_KEY" in named[0], refused.stderr
+    assert named[0] == refused.stderr.strip().splitlines()[-1]
+
+
 def scripted_summary_provider(settings: object) -> ScriptedProvider:
     return ScriptedProvider(fallback=lambda request: text_reply(GOOD_SUMMARY))
 
@@ -469,7 +527,7 @@ def scripted_summary_provider(settings: object) -> ScriptedProvider:
 @pytest.mark.parametrize(
     ("spec", "detail"),
     [
-        ("openai", "expected 'anthropic', 'extractive' or 'package.module:factory'"),
+        ("openai", "expected 'anthropic', 'extractive', 'simulated' or 'package.module:factory'"),
         ("no_such_module_here:make", "cannot load"),
         ("tests.unit.queue.test_queue:missing", "cannot load"),
         ("tests.unit.queue.test_queue:GOOD_SUMMARY", "is not callable"),
