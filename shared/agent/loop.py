@@ -12,15 +12,17 @@ lives in the run's private state. Two things happen only here:
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from shared.compaction.head import head_message
 from shared.compaction.record import CompactionReason, CompactionRecord
-from shared.compaction.repair import sendable
-from shared.compaction.validate import validate_request
+from shared.compaction.repair import SendableCopy
+from shared.compaction.validate import RequestChecker
 from shared.core.errors import ContextOverflowError, InvalidInputError, InvalidRequestError
+from shared.core.identity import IdentityCache
 from shared.core.messages import (
     Message,
     Request,
@@ -109,6 +111,15 @@ class AgentLoop:
         prompt = tuple(block for block in system_prompt if block.text.strip())
         self.assembly: Assembly = assemble(self.chain, Assembly(system=prompt))
         self._transcripts: dict[str, list[StoredMessage]] = {}
+        self._copies: dict[str, SendableCopy] = {}
+        self._checkers: dict[str, RequestChecker] = {}
+        self._heads: IdentityCache[CompactionRecord, Message] = IdentityCache()
+        fixed: dict[str, object] = {}
+        if self.assembly.system:  # an absent key, never "system": null
+            fixed["system"] = self.assembly.system
+        if self.assembly.tools:
+            fixed["tools"] = self.assembly.tools
+        self._base = Request(model=model, max_tokens=max_tokens, messages=(), **fixed)
 
     # -- a whole turn -------------------------------------------------------------------
 
@@ -258,22 +269,19 @@ class AgentLoop:
     ) -> ModelCall:
         """The request as the record says: ``[head] + stored messages from kept_from_seq``."""
         record = ctx.holder.state.latest
-        stored = tuple(
-            m
-            for m in self._transcript(ctx.session_id)
-            if record is None or m.seq >= record.kept_from_seq
-        )
-        joined, seqs = merge_consecutive(stored)
-        messages = sendable(joined)
+        transcript = self._transcript(ctx.session_id)
+        first = 0
         if record is not None:
-            messages = (head_message(record), *messages)
+            first = bisect.bisect_left(transcript, record.kept_from_seq, key=lambda m: m.seq)
+        stored = tuple(transcript[first:])
+        copy = self._copies.setdefault(ctx.session_id, SendableCopy())
+        messages, kept_seqs = copy.update(stored)
+        seqs: tuple[int | None, ...] = kept_seqs
+        if record is not None:
+            messages = (self._heads.get(record, head_message), *messages)
             seqs = (None, *seqs)
-        fixed: dict[str, object] = {}
-        if self.assembly.system:  # an absent key, never "system": null
-            fixed["system"] = self.assembly.system
-        if self.assembly.tools:
-            fixed["tools"] = self.assembly.tools
-        request = Request(model=self.model, max_tokens=self.max_tokens, messages=messages, **fixed)
+        # The fixed part was validated once; only the messages change from call to call.
+        request = self._base.model_copy(update={"messages": messages})
         # What the pipeline measured for the request that was refused: against the
         # provider's own figure it tells how far the measure undercounts.
         refused = (
@@ -299,7 +307,8 @@ class AgentLoop:
 
     def _send(self, ctx: TurnContext, call: ModelCall) -> Response:
         """The end of the chain: the last guard, then the provider."""
-        violations = validate_request(call.request)
+        checker = self._checkers.setdefault(ctx.session_id, RequestChecker())
+        violations = checker.validate(call.request)
         if violations:
             # The pipeline validates what it builds, so this means the stored transcript
             # itself is broken; sending it would only earn a permanent 400.
@@ -325,24 +334,3 @@ class AgentLoop:
         after = cached[-1].seq + 1 if cached else None
         cached.extend(self.store.messages(session_id, from_seq=after))
         return cached
-
-
-def merge_consecutive(
-    stored: Sequence[StoredMessage],
-) -> tuple[tuple[Message, ...], tuple[int | None, ...]]:
-    """The outgoing messages, with consecutive same-role messages joined into one.
-
-    A turn that failed after its user message leaves two user messages in a row; the API
-    wants strict alternation, so the outgoing copy joins them (the store keeps both).
-    Each joined message is anchored to the sequence number of its first part.
-    """
-    messages: list[Message] = []
-    seqs: list[int | None] = []
-    for item in stored:
-        if messages and messages[-1].role == item.message.role:
-            joined = messages[-1].blocks() + item.message.blocks()
-            messages[-1] = Message(role=item.message.role, content=joined)
-            continue
-        messages.append(item.message)
-        seqs.append(item.seq)
-    return tuple(messages), tuple(seqs)

@@ -24,7 +24,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from shared.core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, WireModel
+from shared.core.messages import (
+    ContentBlock,
+    Message,
+    StoredMessage,
+    TextBlock,
+    ToolResultBlock,
+    WireModel,
+)
 
 BlockT = TypeVar("BlockT", bound=WireModel)
 
@@ -114,3 +121,83 @@ def _same(blocks: list[ContentBlock], message: Message) -> bool:
     return len(blocks) == len(original) and all(
         a is b for a, b in zip(blocks, original, strict=True)
     )
+
+
+def merge_consecutive(
+    stored: Sequence[StoredMessage],
+) -> tuple[tuple[Message, ...], tuple[int | None, ...]]:
+    """The outgoing messages, with consecutive same-role messages joined into one.
+
+    A turn that failed after its user message leaves two user messages in a row; the API
+    wants strict alternation, so the outgoing copy joins them (the store keeps both).
+    Each joined message is anchored to the sequence number of its first part.
+    """
+    messages: list[Message] = []
+    seqs: list[int | None] = []
+    for item in stored:
+        if messages and messages[-1].role == item.message.role:
+            messages[-1] = _joined(messages[-1], item.message)
+            continue
+        messages.append(item.message)
+        seqs.append(item.seq)
+    return tuple(messages), tuple(seqs)
+
+
+def _joined(first: Message, second: Message) -> Message:
+    return Message(role=second.role, content=first.blocks() + second.blocks())
+
+
+class SendableCopy:
+    """``sendable(merge_consecutive(stored))`` for a growing stored list, paying for growth.
+
+    The loop calls this with the stored messages from the record's keep boundary on, a
+    list that only ever grows at its end. What was merged and repaired for the messages
+    seen before is kept; only the last joined message (which a new message of the same
+    role extends) and the new ones are redone. A list that does not extend the previous
+    one (a new keep boundary, another session) is recomputed whole.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._stored: tuple[StoredMessage, ...] = ()
+        self._joined: list[Message] = []
+        self._starts: list[int] = []
+        self._seqs: list[int] = []
+        self._repaired: list[Message] = []
+
+    def update(
+        self, stored: Sequence[StoredMessage]
+    ) -> tuple[tuple[Message, ...], tuple[int, ...]]:
+        stored = tuple(stored)
+        seen = len(self._stored)
+        if len(stored) < seen or stored[:seen] != self._stored:
+            self._reset()
+            seen = 0
+        self._extend(stored, seen)
+        self._stored = stored
+        return tuple(self._repaired), tuple(self._seqs)
+
+    def _extend(self, stored: tuple[StoredMessage, ...], seen: int) -> None:
+        if seen == len(stored):
+            return
+        start = seen
+        if self._joined and self._joined[-1].role == stored[seen].message.role:
+            start = self._starts[-1]  # the last joined message grows: redo it
+            for parts in (self._joined, self._starts, self._seqs, self._repaired):
+                parts.pop()
+        for index in range(start, len(stored)):
+            item = stored[index]
+            if self._joined and index > start and self._joined[-1].role == item.message.role:
+                self._joined[-1] = _joined(self._joined[-1], item.message)
+                self._repaired[-1] = self._repair_last()
+                continue
+            self._joined.append(item.message)
+            self._starts.append(index)
+            self._seqs.append(item.seq)
+            self._repaired.append(self._repair_last())
+
+    def _repair_last(self) -> Message:
+        previous = self._joined[-2] if len(self._joined) > 1 else None
+        return _repair(self._joined[-1], previous)

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from shared.compaction.jobs import SummaryJob
+from shared.core.identity import IdentityCache
 from shared.core.messages import (
     Message,
     RedactedThinkingBlock,
@@ -177,7 +178,7 @@ def _render_message(stored: StoredMessage, names: dict[str, str], cap: int | Non
         if isinstance(block, TextBlock):
             lines.append(block.text)
         elif isinstance(block, ToolUseBlock):
-            arguments = json.dumps(block.input, ensure_ascii=False)
+            arguments = _ARGUMENTS.get(block, _arguments_json)
             lines.append(f"[tool call {block.name} id={block.id}] {clip(arguments, cap)}")
         elif isinstance(block, ToolResultBlock):
             name = names.get(block.tool_use_id, "unknown tool")
@@ -189,6 +190,15 @@ def _render_message(stored: StoredMessage, names: dict[str, str], cap: int | Non
         elif not isinstance(block, RedactedThinkingBlock):
             lines.append(f"[{block.type} block]")
     return "\n".join(lines)
+
+
+# The transcript is rendered again for every payload cap tried, so the JSON of a tool
+# input is made once per block object.
+_ARGUMENTS: IdentityCache[ToolUseBlock, str] = IdentityCache()
+
+
+def _arguments_json(block: ToolUseBlock) -> str:
+    return json.dumps(block.input, ensure_ascii=False)
 
 
 def clip(text: str, cap: int | None) -> str:

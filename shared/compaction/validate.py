@@ -25,10 +25,12 @@ Rules checked, in the API's terms:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from shared.compaction.delta import changed_positions
 from shared.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
 
 ViolationKind = Literal[
@@ -221,3 +223,147 @@ def _leading_result_ids(message: Message) -> set[str]:
             break
         answered.add(block.tool_use_id)
     return answered
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """What the rules need to know about one message, independent of its neighbours."""
+
+    role: str
+    uses: tuple[str, ...]
+    leading: frozenset[str]
+    results: tuple[str, ...]
+    empty: bool
+    bad_text: bool
+    breakpoints: int
+
+
+def _facts(message: Message) -> _Facts:
+    results = tuple(block.tool_use_id for block in message.tool_results())
+    return _Facts(
+        role=message.role,
+        uses=tuple(use.id for use in message.tool_uses()),
+        leading=frozenset(_leading_result_ids(message)),
+        results=results,
+        empty=not message.content,
+        bad_text=any(_text_problem(text) is not None for text in _texts(message)),
+        breakpoints=_message_breakpoints(message),
+    )
+
+
+def _message_breakpoints(message: Message) -> int:
+    count = 0
+    for block in message.blocks():
+        count += getattr(block, "cache_control", None) is not None
+        if isinstance(block, ToolResultBlock) and isinstance(block.content, tuple):
+            count += sum(part.cache_control is not None for part in block.content)
+    return count
+
+
+class _MessageFacts:
+    """Per-position facts of the last message sequence seen, kept up to date by diffing."""
+
+    def __init__(self) -> None:
+        self.messages: tuple[Message, ...] = ()
+        self.facts: list[_Facts] = []
+        self.breakpoints = 0
+        self.use_counts: Counter[str] = Counter()
+        self.duplicated: set[str] = set()
+
+    def update(self, messages: tuple[Message, ...]) -> list[int]:
+        """Bring the facts to ``messages``; the positions that changed (new positions too)."""
+        changed = changed_positions(self.messages, messages)
+        removed = self.facts[len(messages) :]
+        del self.facts[len(messages) :]
+        for facts in removed:
+            self._forget(facts)
+        for index in changed:
+            facts = _facts(messages[index])
+            if index < len(self.facts):
+                self._forget(self.facts[index])
+                self.facts[index] = facts
+            else:
+                self.facts.append(facts)
+            self._learn(facts)
+        self.messages = messages
+        return changed
+
+    def _learn(self, facts: _Facts) -> None:
+        self.breakpoints += facts.breakpoints
+        for use_id in facts.uses:
+            self.use_counts[use_id] += 1
+            if self.use_counts[use_id] > 1:
+                self.duplicated.add(use_id)
+
+    def _forget(self, facts: _Facts) -> None:
+        self.breakpoints -= facts.breakpoints
+        for use_id in facts.uses:
+            self.use_counts[use_id] -= 1
+            if self.use_counts[use_id] <= 1:
+                self.duplicated.discard(use_id)
+            if self.use_counts[use_id] <= 0:
+                del self.use_counts[use_id]
+
+
+class RequestChecker:
+    """:func:`validate_request` for one session's successive requests, paying for the change.
+
+    Every rule is about one message and its two neighbours, except unique ``tool_use``
+    ids and the breakpoint limit, which are kept as running counts. So once a request was
+    found valid, the next one needs checking only around the positions that differ from
+    it. Whenever anything looks wrong the whole request is validated by
+    :func:`validate_request`, so the answer is always exactly that function's answer.
+    """
+
+    def __init__(self) -> None:
+        self._known = _MessageFacts()
+        self._trusted = False
+        self._previous_length = 0
+
+    def validate(self, request: Request) -> list[Violation]:
+        messages = request.messages
+        changed = self._known.update(messages)
+        if not (self._trusted and messages and self._fine(request, changed)):
+            violations = validate_request(request)
+            self._trusted = not violations
+            self._previous_length = len(messages)
+            return violations
+        self._previous_length = len(messages)
+        return []
+
+    def breakpoints(self, request: Request) -> int:
+        """:func:`count_breakpoints` of ``request``, from the running count."""
+        self._known.update(request.messages)
+        fixed = [*request.tool_definitions(), *request.system_blocks()]
+        return self._known.breakpoints + sum(
+            getattr(block, "cache_control", None) is not None for block in fixed
+        )
+
+    def _fine(self, request: Request, changed: list[int]) -> bool:
+        known = self._known
+        if known.duplicated or self.breakpoints(request) > MAX_BREAKPOINTS:
+            return False
+        if any(not block.text.strip() for block in request.system_blocks()):
+            return False
+        last = len(known.facts) - 1
+        around = {self._previous_length - 1, last}
+        for index in changed:
+            around.update((index - 1, index, index + 1))
+        return all(self._position_fine(i, last) for i in around if 0 <= i <= last)
+
+    def _position_fine(self, index: int, last: int) -> bool:
+        facts = self._known.facts
+        mine = facts[index]
+        previous = facts[index - 1] if index > 0 else None
+        following = facts[index + 1] if index < last else None
+        if previous is None and mine.role != "user":
+            return False
+        if previous is not None and previous.role == mine.role:
+            return False
+        if mine.bad_text or (mine.empty and not (index == last and mine.role == "assistant")):
+            return False
+        offered = set(previous.uses) if previous is not None else set()
+        if len(set(mine.results)) != len(mine.results) or not offered.issuperset(mine.results):
+            return False
+        answered = following.leading if following is not None else frozenset()
+        return answered.issuperset(mine.uses)

@@ -16,6 +16,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from shared.core.identity import IdentityCache
+
 JsonObject = dict[str, Any]
 
 
@@ -150,6 +152,19 @@ class Message(WireModel):
         return "\n".join(b.text for b in self.blocks() if isinstance(b, TextBlock))
 
 
+_API_FORMS: IdentityCache[Message, JsonObject] = IdentityCache()
+
+
+def api_form(message: Message) -> JsonObject:
+    """The message's API JSON, built once per message object and shared: do not mutate it.
+
+    A session's request repeats every stored message on every call; dumping each one
+    again would make every call cost the whole history. ``Message.to_api()`` still
+    returns a fresh object for callers that want to change it.
+    """
+    return _API_FORMS.get(message, Message.to_api)
+
+
 class ToolDefinition(WireModel):
     name: str
     description: str | None = None
@@ -177,9 +192,22 @@ class Request(WireModel):
     def tool_definitions(self) -> tuple[ToolDefinition, ...]:
         return self.tools or ()
 
+    def api_body(self) -> JsonObject:
+        """``to_api()`` without the copying: each message's part is its shared :func:`api_form`.
+
+        What the provider sends. The keys come in the order ``to_api()`` gives them; the
+        message objects inside are shared with other requests, so change the top level
+        only (``to_api()`` is the copy to edit).
+        """
+        rest = self.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"messages"})
+        body: JsonObject = {key: rest.pop(key) for key in ("model", "max_tokens") if key in rest}
+        body["messages"] = [api_form(message) for message in self.messages]
+        body.update(rest)
+        return body
+
     def count_tokens_body(self) -> JsonObject:
         """The body for ``/v1/messages/count_tokens`` (no ``max_tokens`` there)."""
-        body = self.to_api()
+        body = self.api_body()
         body.pop("max_tokens", None)
         return body
 

@@ -164,7 +164,7 @@ class AnthropicProvider:
     def complete(self, request: Request) -> Response:
         """Send ``request`` as is; raise :mod:`shared.core.errors` on failure or overflow."""
         self._require_credentials()
-        arguments = sdk_arguments(request.to_api(), _CREATE_KEYS)
+        arguments = sdk_arguments(request.api_body(), _CREATE_KEYS)
         try:
             raw = self._client.messages.with_raw_response.create(**arguments)
         except anthropic.AnthropicError as e:

@@ -21,10 +21,9 @@ from __future__ import annotations
 import functools
 import json
 import math
-import weakref
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
 
+from shared.core.identity import IdentityCache
 from shared.core.messages import (
     ContentBlock,
     ImageBlock,
@@ -61,42 +60,6 @@ IMAGE_TOKENS = 1_600
 # are memoized by value; a session has very few distinct ones.
 _SYSTEM_STRINGS_CACHED = 16
 
-T = TypeVar("T")
-
-
-class IdentityCache(Generic[T]):
-    """Memoizes an integer per object, by identity, for as long as the object lives.
-
-    Entries hold a weak reference and vanish when the object dies, so the cache never
-    keeps messages alive and an id reused by a new object can never hit a stale entry.
-    Wire objects are frozen and treated as immutable, which is what makes this safe.
-    """
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[weakref.ref[Any], int]] = {}
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, obj: T, compute: Callable[[T], int]) -> int:
-        key = id(obj)
-        entry = self._entries.get(key)
-        if entry is not None and entry[0]() is obj:
-            return entry[1]
-        value = compute(obj)
-        try:
-            ref = weakref.ref(obj, functools.partial(_forget, self._entries, key))
-        except TypeError:  # not weak-referenceable: count it every time
-            return value
-        self._entries[key] = (ref, value)
-        return value
-
-
-def _forget(entries: dict[int, tuple[weakref.ref[Any], int]], key: int, ref: Any) -> None:
-    entry = entries.get(key)
-    if entry is not None and entry[0] is ref:
-        entries.pop(key, None)
-
 
 class FramedEstimator:
     """An :class:`~shared.tokens.base.Estimator` made of a text counter plus API framing."""
@@ -104,9 +67,9 @@ class FramedEstimator:
     def __init__(self, name: str, count_text: TextCounter) -> None:
         self.name = name
         self._count_text = count_text
-        self._messages: IdentityCache[Message] = IdentityCache()
-        self._system_blocks: IdentityCache[TextBlock] = IdentityCache()
-        self._tools: IdentityCache[ToolDefinition] = IdentityCache()
+        self._messages: IdentityCache[Message, int] = IdentityCache()
+        self._system_blocks: IdentityCache[TextBlock, int] = IdentityCache()
+        self._tools: IdentityCache[ToolDefinition, int] = IdentityCache()
         self._system_string = functools.lru_cache(maxsize=_SYSTEM_STRINGS_CACHED)(
             self._text_block_tokens
         )

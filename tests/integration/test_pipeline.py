@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from shared.agent.loop import merge_consecutive
+from shared.compaction.repair import merge_consecutive
 from shared.compaction.validate import validate_request
 from shared.core.errors import ContextOverflowError
 from shared.core.messages import Message, TextBlock, ToolUseBlock
