@@ -1,4 +1,4 @@
-"""Suite-wide guard: no test reaches past this machine.
+"""Suite-wide guards: no test reaches past this machine, nor writes into the user's home.
 
 Every socket ``connect`` in the test process is checked: loopback addresses (127.0.0.0/8,
 ::1, ``localhost``) and Unix sockets pass; anything else fails the test at once with the
@@ -9,6 +9,7 @@ real API. Worker subprocesses are started by the tests with loopback URLs only.
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -53,3 +54,18 @@ def _loopback_only() -> Iterator[None]:
     finally:
         socket.socket.connect = connect  # type: ignore[method-assign]
         socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _hango_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """HANGO_HOME (the default database and history root) is a scratch directory, for
+    this process and the worker processes it starts; never the user's own."""
+    saved = os.environ.get("HANGO_HOME")
+    os.environ["HANGO_HOME"] = str(tmp_path_factory.mktemp("hango-home"))
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("HANGO_HOME", None)
+        else:
+            os.environ["HANGO_HOME"] = saved

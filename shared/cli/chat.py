@@ -1,10 +1,10 @@
 """``hango chat``: an interactive session against the Anthropic API.
 
 Each line you type is one turn of the real agent loop: the full middleware chain, the
-file tools over the history backend (``read_file``, ``write_file``, ``edit_file``, ``ls``,
-``compact_conversation``), the configured store. ``--session`` resumes a session. The
-assistant's answers go to stdout, the turn's figures to stderr; ``/exit`` or end of input
-leaves. ``HANGO_ANTHROPIC_BASE_URL`` points it at another Messages API endpoint.
+file tools over the history backend (read_file, write_file, edit_file, ls,
+compact_conversation), the configured store. --session resumes a session. The
+assistant's answers go to stdout, the turn's figures to stderr; /exit or end of input
+leaves. HANGO_ANTHROPIC_BASE_URL points it at another Messages API endpoint.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 from shared.agent.loop import TurnResult
 from shared.cli.errors import EXIT_OK, error_line, failure_for
 from shared.cli.output import notice
+from shared.cli.parsing import summary
 from shared.cli.wiring import anthropic_provider, instrumented, settings_with, telemetry
 from shared.core.errors import ConfigError, HangoError
 from shared.core.ids import validate_session_id
@@ -30,19 +31,32 @@ EXIT_WORDS = frozenset({"/exit", "/quit"})
 def add_parser(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "chat",
-        help="an interactive session against the Anthropic API",
+        help=summary("chat"),
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
     parser.add_argument("--session", help="resume this session (default: a new chat-XXXXXXXX)")
-    parser.add_argument("--model", help="model id (default HANGO_MODEL)")
-    parser.add_argument("--database-url", help="default HANGO_DATABASE_URL")
-    parser.add_argument("--history-root", help="default HANGO_HISTORY_ROOT")
+    parser.add_argument("--model", help="model id (default: HANGO_MODEL)")
+    parser.add_argument(
+        "--database-url", help="the store (default: HANGO_DATABASE_URL, else SQLite in HANGO_HOME)"
+    )
+    parser.add_argument(
+        "--history-root",
+        help="the history directory (default: HANGO_HISTORY_ROOT, else history/ in HANGO_HOME)",
+    )
+    parser.add_argument(
+        "--migrate",
+        action="store_true",
+        help="bring a PostgreSQL schema up to date first (as HANGO_AUTO_MIGRATE=1)",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_with(
-        model=args.model, database_url=args.database_url, history_root=args.history_root
+        model=args.model,
+        database_url=args.database_url,
+        history_root=args.history_root,
+        auto_migrate=True if args.migrate else None,
     )
     session_id = (
         validate_session_id(args.session) if args.session else f"chat-{uuid.uuid4().hex[:8]}"
@@ -66,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
                 raise  # nothing later can succeed either
             except (HangoError, OSError) as error:
                 # One failed turn does not end the conversation; the next line may work.
-                notice(error_line("chat", error))
+                notice(error_line("chat", error, args))
                 status = failure_for(error).code
                 continue
             _show(result)

@@ -7,6 +7,7 @@ can be piped while a person still sees what is happening.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -22,14 +23,36 @@ from shared.compaction.record import CompactionRecord
 PIPE_WIDTH = 120
 
 
+_quiet = False
+
+
+def set_quiet(quiet: bool) -> None:
+    """``-q``: no progress and no notices; results and errors still print."""
+    global _quiet
+    _quiet = quiet
+
+
+def is_quiet() -> bool:
+    return _quiet
+
+
+def _plain_requested() -> bool:
+    # https://no-color.org: any non-empty NO_COLOR turns off every escape, bold included.
+    return bool(os.environ.get("NO_COLOR"))
+
+
 def stdout_console() -> Console:
     # Built per call (not at import) so a test's captured stdout is the one written to.
     width = None if sys.stdout.isatty() else PIPE_WIDTH
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True, width=width)
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True, width=width, **_color())
 
 
 def stderr_console() -> Console:
-    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+    return Console(file=sys.stderr, highlight=False, soft_wrap=True, **_color())
+
+
+def _color() -> dict[str, Any]:
+    return {"color_system": None} if _plain_requested() else {}
 
 
 def print_json(document: Any) -> None:
@@ -37,9 +60,16 @@ def print_json(document: Any) -> None:
 
 
 def notice(text: str) -> None:
-    """A line for the person running the command (stderr, plain)."""
+    """A line for the person running the command (stderr, plain); nothing under ``-q``."""
+    if _quiet:
+        return
     sys.stderr.write(text + "\n")
     sys.stderr.flush()
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 compaction``, ``2 compactions`` (``nouns`` for irregular plurals)."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
 
 
 def redact_url(url: str) -> str:
@@ -68,10 +98,21 @@ def compaction_table(records: Sequence[CompactionRecord], title: str = "Compacti
     return table
 
 
+FALLBACK_REASON_CHARS = 60
+
+
 def _summarizer(record: CompactionRecord) -> str:
     if record.fallback_reason:
-        return f"{record.summarizer} (fallback: {record.fallback_reason[:60]})"
+        return f"{record.summarizer} (fallback: {shorten(record.fallback_reason)})"
     return record.summarizer
+
+
+def shorten(text: str, limit: int = FALLBACK_REASON_CHARS) -> str:
+    """``text`` cut at a word boundary with an ellipsis, never inside a word or number."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit + 1].rsplit(" ", 1)[0].rstrip(" ,;:(")
+    return (cut if cut and len(cut) < len(text) else text[:limit]) + "…"
 
 
 def key_value_table(title: str, rows: Iterable[tuple[str, Any]]) -> Table:

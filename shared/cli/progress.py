@@ -16,7 +16,7 @@ from rich.live import Live
 from rich.text import Text
 
 from shared.agent.loop import TurnResult
-from shared.cli.output import by_reason, stderr_console
+from shared.cli.output import by_reason, is_quiet, stderr_console
 from shared.compaction.record import CompactionRecord
 from shared.compaction.validate import count_breakpoints
 from shared.core.messages import Request, Response
@@ -81,7 +81,7 @@ class LiveProgress(NullObserver):
         self._display: Live | None = None
 
     def __enter__(self) -> LiveProgress:
-        if self.live:
+        if self.live and not is_quiet():
             self._display = Live(self._line(), console=stderr_console(), auto_refresh=False)
             self._display.__enter__()
         return self
@@ -110,6 +110,8 @@ class LiveProgress(NullObserver):
         """Called after each turn: the live line, or one plain line."""
         if self._display is not None:
             self._refresh()
+            return
+        if is_quiet():
             return
         sys.stderr.write(self.plain_line(number, result) + "\n")
         sys.stderr.flush()

@@ -1,28 +1,30 @@
 """``hango replay TRANSCRIPT``: what the middleware would have sent for a recorded session.
 
-TRANSCRIPT is a Messages API request JSON (``{"system", "tools", "messages"}``) or a
+TRANSCRIPT is a Messages API request JSON ({"system", "tools", "messages"}) or a
 Claude Code session JSONL. For every assistant message, the request the agent would
 have sent at that point goes through the full middleware chain with the chosen profile;
 the recorded message is then fed back as the model's reply. A request over the window is
 refused as the API would refuse it (measured with the configured estimator), so the
-overflow ladder runs as it would live. ``--dump-requests`` writes one line per recorded
+overflow ladder runs as it would live. --dump-requests writes one line per recorded
 assistant message: the JSON body of the request that was answered.
 
 The transcript is validated completely first: a malformed one is refused with the line
 or message index, and nothing is written (no database, no history, no dump). Replay uses
-a throwaway SQLite database and history directory unless ``--database-url`` /
-``--history-root`` are given, and never runs the recorded tools.
+a throwaway SQLite database and history directory unless --database-url /
+--history-root are given, and never runs the recorded tools. The same transcript and
+settings give the same figures on every run: the replayed session's id comes from the
+transcript's content, not from chance.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from statistics import mean
@@ -33,11 +35,13 @@ from shared.cli.output import (
     compaction_json,
     compaction_table,
     key_value_table,
+    plural,
     print_json,
     stdout_console,
     summary_sources,
     summary_sources_line,
 )
+from shared.cli.parsing import positive_int, summary
 from shared.cli.progress import RunStats
 from shared.cli.replaying import (
     RecordedReplies,
@@ -59,13 +63,20 @@ from shared.wiring.agent import Agent, build_agent
 def add_parser(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "replay",
-        help="replay a recorded session through the middleware (what would have been sent)",
+        help=summary("replay"),
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
     parser.add_argument("transcript", type=Path, help="Messages API JSON or Claude Code JSONL")
     parser.add_argument("--model", help="model id whose profile applies (default HANGO_MODEL)")
-    parser.add_argument("--max-input-tokens", type=int, help="override the profile's window")
-    parser.add_argument("--summarizer", choices=("extractive", "anthropic"), default="extractive")
+    parser.add_argument(
+        "--max-input-tokens", type=positive_int, help="override the profile's window"
+    )
+    parser.add_argument(
+        "--summarizer",
+        choices=("extractive", "anthropic"),
+        default="extractive",
+        help="who writes the summaries: offline extraction, or the Anthropic API",
+    )
     parser.add_argument(
         "--database-url", help="keep the replayed session (default: throwaway SQLite)"
     )
@@ -81,10 +92,6 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.max_input_tokens is not None and args.max_input_tokens <= 0:
-        raise ConfigError(
-            "--max-input-tokens must be a positive integer", variable="--max-input-tokens"
-        )
     transcript = load_transcript(
         args.transcript
     )  # everything is validated before anything is written
@@ -109,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
                 extra_tools=transcript_tools(transcript),
                 system_prompt=transcript.system,
             )
-            session_id = f"replay-{uuid.uuid4().hex[:12]}"
+            session_id = replay_session_id(args.transcript, agent)
             outcome = replay_transcript(
                 agent,
                 replies,
@@ -125,6 +132,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_tables(report, outcome)
     return 0
+
+
+def replay_session_id(transcript: Path, agent: Agent) -> str:
+    """``replay-`` and twelve digits from the transcript's content: the same on every run.
+
+    The id is part of the summary text the requests carry, so a random one would move
+    the figures; all-digit ids of one length are also the same number of tokens. A kept
+    database that already holds the id gets the next free ``-N`` suffix.
+    """
+    digest = hashlib.sha256(transcript.read_bytes()).hexdigest()
+    base = f"replay-{int(digest, 16) % 10**12:012d}"
+    candidate, suffix = base, 1
+    while agent.store.session(candidate) is not None:
+        suffix += 1
+        candidate = f"{base}-{suffix}"
+    return candidate
 
 
 def replay_settings(args: argparse.Namespace, scratch: Path) -> Settings:
@@ -226,8 +249,9 @@ def replay_report(
 def _print_tables(report: dict[str, Any], outcome: ReplayRun) -> None:
     console = stdout_console()
     console.print(
-        f"[bold]Replayed {report['calls']} model calls[/bold] of {report['transcript']} "
-        f"({report['format']}, {report['messages']} messages, {report['turns']} turns) with "
+        f"[bold]Replayed {plural(report['calls'], 'model call')}[/bold] of "
+        f"{report['transcript']} ({report['format']}, {plural(report['messages'], 'message')}, "
+        f"{plural(report['turns'], 'turn')}) with "
         f"{report['model']}: window {report['max_input_tokens']:,}, "
         f"trigger {report['trigger_tokens']:,} tokens"
     )

@@ -1,7 +1,10 @@
 """``hango sessions list|show``, ``hango history`` and ``hango migrate``: the stored state.
 
 These commands only read (``migrate`` only upgrades the schema). A SQLite database that
-does not exist yet is reported as empty instead of being created by a read.
+does not exist yet is reported as empty instead of being created by a read. The defaults
+are the ones every command uses (in HANGO_HOME), so they find the same state from any
+directory; a history file that the session's compaction records name but the history
+does not hold is an error that says where it looked, never "nothing evicted".
 """
 
 from __future__ import annotations
@@ -18,46 +21,59 @@ from shared.cli.output import (
     compaction_table,
     key_value_table,
     notice,
+    plural,
     print_json,
     redact_url,
     stdout_console,
 )
+from shared.cli.parsing import summary
 from shared.cli.wiring import history_file, settings_with
-from shared.core.errors import UnknownSessionError
+from shared.compaction.record import CompactionRecord
+from shared.core.errors import MissingHistoryError, UnknownSessionError
 from shared.core.ids import validate_session_id
 from shared.core.settings import Settings
+from shared.history.base import HistoryBackend
 from shared.history.paths import conversation_history_path
 from shared.store import Store
 from shared.wiring.history import history_from_settings
 
 
 def add_parsers(commands: Any) -> None:
-    sessions = commands.add_parser("sessions", help="list sessions, or show one")
+    sessions = commands.add_parser("sessions", help=summary("sessions"))
     actions = sessions.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="every session with its counters")
     _store_flags(listing)
-    listing.add_argument("--json", action="store_true")
+    _json_flag(listing)
     listing.set_defaults(run=run_list)
     show = actions.add_parser("show", help="a session's counters and compaction records")
-    show.add_argument("session")
+    show.add_argument("session", help="the session id (`hango sessions list` shows them)")
     _store_flags(show, history=True)
-    show.add_argument("--json", action="store_true")
+    _json_flag(show)
     show.set_defaults(run=run_show)
 
-    history = commands.add_parser("history", help="print a session's offloaded history")
-    history.add_argument("session")
+    history = commands.add_parser("history", help=summary("history"))
+    history.add_argument("session", help="the session id (`hango sessions list` shows them)")
     _store_flags(history, history=True)
     history.set_defaults(run=run_history)
 
-    migrate = commands.add_parser("migrate", help="upgrade the database schema (Alembic)")
+    migrate = commands.add_parser("migrate", help=summary("migrate"))
     _store_flags(migrate)
     migrate.set_defaults(run=run_migrate)
 
 
 def _store_flags(parser: argparse.ArgumentParser, *, history: bool = False) -> None:
-    parser.add_argument("--database-url", help="default HANGO_DATABASE_URL")
+    parser.add_argument(
+        "--database-url", help="the store (default: HANGO_DATABASE_URL, else SQLite in HANGO_HOME)"
+    )
     if history:
-        parser.add_argument("--history-root", help="default HANGO_HISTORY_ROOT")
+        parser.add_argument(
+            "--history-root",
+            help="the history directory (default: HANGO_HISTORY_ROOT, else history/ in HANGO_HOME)",
+        )
+
+
+def _json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -73,7 +89,10 @@ def existing_store(settings: Settings) -> Store | None:
     on_disk = url.get_backend_name() == "sqlite" and database and database != ":memory:"
     if on_disk and not Path(str(database)).expanduser().exists():
         return None
-    return Store.from_url(settings.database_url)
+    store = Store.from_url(settings.database_url)
+    if not on_disk:
+        store.require_schema(migrate=settings.auto_migrate)
+    return store
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -91,8 +110,8 @@ def run_list(args: argparse.Namespace) -> int:
     rows = [
         (
             s.id,
-            f"{s.model}, created {s.created_at:%Y-%m-%d %H:%M}, last input {s.last_input_tokens:,} "
-            f"tokens, {s.compactions} compactions",
+            f"{s.model}, created {s.created_at:%Y-%m-%d %H:%M}, last input "
+            f"{plural(s.last_input_tokens, 'token')}, {plural(s.compactions, 'compaction')}",
         )
         for s in found
     ]
@@ -119,12 +138,13 @@ def run_show(args: argparse.Namespace) -> int:
     store = existing_store(settings)
     info = store.session(session_id) if store is not None else None
     if store is None or info is None:
-        raise UnknownSessionError(session_id)
+        raise UnknownSessionError(session_id, database=redact_url(settings.database_url))
     runs = store.runs(session_id)
-    records = [record for run in store.runs(session_id) for record in run.state.compactions]
+    records = [record for run in runs for record in run.state.compactions]
     history = history_from_settings(settings, engine=store.engine)
     virtual = conversation_history_path(session_id)
     shown_path = history_file(history, virtual) if history.exists(virtual) else None
+    missing = _missing_history(history, records)
     report = {
         **_session_json(info.id, info.model, info.last_input_tokens, info.compactions),
         "created_at": info.created_at.isoformat(),
@@ -148,13 +168,44 @@ def run_show(args: argparse.Namespace) -> int:
                 ("stored messages", report["stored_messages"]),
                 ("last input tokens (counter)", info.last_input_tokens),
                 ("compactions (counter)", info.compactions),
-                ("history file", shown_path or "(none: nothing evicted yet)"),
+                ("history file", shown_path or _no_history_file(missing)),
             ],
         )
     )
     if records:
         console.print(compaction_table(records, title="Compaction records (run state)"))
+    _fail_if_missing(session_id, settings, history, missing)
     return 0
+
+
+def _missing_history(history: HistoryBackend, records: list[CompactionRecord]) -> list[str]:
+    """The offload paths the records name that the history backend does not hold."""
+    named = dict.fromkeys(record.offload_path for record in records if record.offload_path)
+    return [path for path in named if not history.exists(path)]
+
+
+def _no_history_file(missing: list[str]) -> str:
+    return "(missing: see the error below)" if missing else "(none: nothing evicted yet)"
+
+
+def _fail_if_missing(
+    session_id: str, settings: Settings, history: HistoryBackend, missing: list[str]
+) -> None:
+    if not missing:
+        return
+    raise MissingHistoryError(
+        f"session {session_id}'s compaction records offloaded to {missing[0]}, but "
+        f"{_where(settings, history, missing[0])} does not hold it (written with another "
+        "--history-root / HANGO_HISTORY_ROOT or HANGO_HISTORY_BACKEND?)",
+        session_id=session_id,
+        path=missing[0],
+    )
+
+
+def _where(settings: Settings, history: HistoryBackend, virtual: str) -> str:
+    if settings.history_backend == "postgres":
+        return f"the history table of {redact_url(settings.database_url)}"
+    return history_file(history, virtual)
 
 
 def run_history(args: argparse.Namespace) -> int:
@@ -166,7 +217,10 @@ def run_history(args: argparse.Namespace) -> int:
         text = history.read(conversation_history_path(session_id))
     except FileNotFoundError:
         if store is None or store.session(session_id) is None:
-            raise UnknownSessionError(session_id) from None
+            where = redact_url(settings.database_url)
+            raise UnknownSessionError(session_id, database=where) from None
+        records = [r for run in store.runs(session_id) for r in run.state.compactions]
+        _fail_if_missing(session_id, settings, history, _missing_history(history, records))
         notice(f"session {session_id} has no offloaded history yet (nothing was evicted)")
         return 0
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -175,6 +229,12 @@ def run_history(args: argparse.Namespace) -> int:
 
 def run_migrate(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    Store.from_url(settings.database_url).migrate()
-    notice(f"database {redact_url(settings.database_url)} is at the latest schema revision")
+    before, after = Store.from_url(
+        settings.database_url, create_directory=settings.database_in_home
+    ).migrate()
+    where = redact_url(settings.database_url)
+    if before == after:
+        notice(f"database {where} was already at the latest schema revision ({after})")
+    else:
+        notice(f"database {where}: applied revisions {before or 'none'} → {after}")
     return 0

@@ -1,10 +1,11 @@
 """``hango simulate``: a long scripted coding session through the real loop, offline.
 
-The scripted user and model (:mod:`shared.simulate`) drive the real agent loop and
-middleware on a small window, so truncation and several compactions happen within a
-minute; the summaries go through the same provider path as in a deployment. Everything
-else is the configured stack: the embedded default (SQLite, local history directory,
-in-process summarizer) unless flags or ``HANGO_*`` say otherwise.
+The scripted user and model drive the real agent loop and middleware on a small window,
+so truncation and several compactions happen within a minute; the summaries go through
+the same provider path as in a deployment. Everything else is the configured stack: the
+embedded default (SQLite and a history directory in HANGO_HOME, in-process summarizer)
+unless flags or HANGO_* variables say otherwise. The same seed and settings give the same
+figures on every run, in a fresh or a reused location.
 """
 
 from __future__ import annotations
@@ -16,17 +17,20 @@ import time
 from statistics import mean
 from typing import Any
 
+from shared.cli.errors import store_flags
 from shared.cli.output import (
     by_reason,
     compaction_json,
     compaction_table,
     key_value_table,
+    plural,
     print_json,
     redact_url,
     stdout_console,
     summary_sources,
     summary_sources_line,
 )
+from shared.cli.parsing import positive_int, summary
 from shared.cli.progress import LiveProgress, RunStats
 from shared.cli.wiring import (
     anthropic_provider,
@@ -50,24 +54,41 @@ DEFAULT_WINDOW = 16_000
 def add_parser(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "simulate",
-        help="run a scripted coding session through the real loop (offline by default)",
+        help=summary("simulate"),
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
-    parser.add_argument("--turns", type=_positive, default=DEFAULT_TURNS, help="user turns to play")
+    parser.add_argument(
+        "--turns", type=positive_int, default=DEFAULT_TURNS, help="user turns to play"
+    )
     parser.add_argument(
         "--seed", type=int, default=DEFAULT_SEED, help="seed of the scripted user and model"
     )
     parser.add_argument(
         "--max-input-tokens",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_WINDOW,
-        help=f"the model's window for this run (default {DEFAULT_WINDOW:,})",
+        help="the model's window for this run",
     )
-    parser.add_argument("--model", help="model id (default HANGO_MODEL)")
-    parser.add_argument("--session", help="session id (default: a new sim-SEED-XXXXXXXX)")
-    parser.add_argument("--provider", choices=("scripted", "anthropic"), default="scripted")
-    parser.add_argument("--database-url", help="default HANGO_DATABASE_URL (embedded SQLite)")
-    parser.add_argument("--history-root", help="default HANGO_HISTORY_ROOT (.hango/history)")
+    parser.add_argument("--model", help="model id (default: HANGO_MODEL)")
+    parser.add_argument("--session", help="session id (default: a new sim-SEED-NNNNNNNN)")
+    parser.add_argument(
+        "--provider",
+        choices=("scripted", "anthropic"),
+        default="scripted",
+        help="who answers: the offline scripted model, or the Anthropic API",
+    )
+    parser.add_argument(
+        "--database-url", help="the store (default: HANGO_DATABASE_URL, else SQLite in HANGO_HOME)"
+    )
+    parser.add_argument(
+        "--history-root",
+        help="the history directory (default: HANGO_HISTORY_ROOT, else history/ in HANGO_HOME)",
+    )
+    parser.add_argument(
+        "--migrate",
+        action="store_true",
+        help="bring a PostgreSQL schema up to date first (as HANGO_AUTO_MIGRATE=1)",
+    )
     parser.add_argument(
         "--queue",
         action="store_true",
@@ -84,13 +105,6 @@ def add_parser(commands: Any) -> None:
     )
     # Overflows and summarizer fallbacks are part of the command's own report.
     parser.set_defaults(run=run, log_level=logging.ERROR)
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
-    return value
 
 
 def _seconds(text: str | None, flag: str) -> float | None:
@@ -112,6 +126,7 @@ def simulation_settings(args: argparse.Namespace) -> Settings:
         "database_url": args.database_url,
         "history_root": args.history_root,
         "simulated_summarizer_latency": _seconds(args.summarizer_latency, "--summarizer-latency"),
+        "auto_migrate": True if args.migrate else None,
     }
     base = load_settings(**{key: value for key, value in flags.items() if value is not None})
     overrides: dict[str, Any] = {
@@ -151,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report)
     else:
-        _print_tables(report, outcome)
+        _print_tables(args, report, outcome)
     return 0
 
 
@@ -194,7 +209,7 @@ def simulation_report(
             "compactions": outcome.session.compactions,
         },
         "history_file": (
-            history_file(simulation.agent.history, outcome.history_path)
+            history_file(simulation.history, outcome.history_path)
             if outcome.history_written
             else None
         ),
@@ -202,10 +217,13 @@ def simulation_report(
     }
 
 
-def _print_tables(report: dict[str, Any], outcome: SimulationOutcome) -> None:
+def _print_tables(
+    args: argparse.Namespace, report: dict[str, Any], outcome: SimulationOutcome
+) -> None:
     console = stdout_console()
     console.print(
-        f"[bold]Simulated {report['turns']} turns[/bold] of session {report['session_id']} "
+        f"[bold]Simulated {plural(report['turns'], 'turn')}[/bold] "
+        f"of session {report['session_id']} "
         f"({report['provider']} model {report['model']}, seed {report['seed']}, window "
         f"{report['max_input_tokens']:,} tokens) in {report['elapsed_seconds']:.1f}s"
     )
@@ -237,4 +255,7 @@ def _print_tables(report: dict[str, Any], outcome: SimulationOutcome) -> None:
         )
     )
     console.print(f"History file: {report['history_file'] or '(none yet: nothing was evicted)'}")
-    console.print(f"Inspect it: hango sessions show {report['session_id']}")
+    flags = store_flags(args, history=True)
+    console.print(f"Inspect it: hango sessions show {report['session_id']}{flags}")
+    if report["history_file"]:
+        console.print(f"Read its offloaded history: hango history {report['session_id']}{flags}")

@@ -7,7 +7,9 @@
     ├── TranscriptError          a transcript file that cannot be read; names line/index
     ├── InvalidInputError        a user message the loop refuses to store (empty, too large)
     ├── CannotFitError           even the keep window does not fit the model's window
-    ├── UnknownSessionError      a session the store does not hold
+    ├── UnknownSessionError      a session the store does not hold; names the database
+    ├── MissingHistoryError      a session's records name a history file that is not there
+    ├── SchemaNotReadyError      the database has not been migrated (names `hango migrate`)
     ├── ToolInputError           a tool's arguments cannot be acted on (told to the model)
     ├── SummarizerError          a summarizer failed or returned nothing usable
     ├── LeaseBusyError           another worker holds a job's lease (the task retries)
@@ -150,8 +152,24 @@ class UnknownSessionError(HangoError):
 
     session_id: str
 
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"no session {session_id!r} in the database", session_id=session_id)
+    def __init__(self, session_id: str, *, database: str | None = None) -> None:
+        where = database or "the database"
+        super().__init__(f"no session {session_id!r} in {where}", session_id=session_id,
+                         database=database)  # fmt: skip
+
+
+class MissingHistoryError(HangoError):
+    """A session whose compaction records offloaded to a file the history does not hold."""
+
+    def __init__(self, message: str, *, session_id: str, path: str) -> None:
+        super().__init__(message, session_id=session_id, path=path)
+
+
+class SchemaNotReadyError(HangoError):
+    """The database lacks the schema (or is behind it): ``hango migrate`` brings it up."""
+
+    def __init__(self, message: str, *, database: str) -> None:
+        super().__init__(message, database=database)
 
 
 class ToolInputError(HangoError):

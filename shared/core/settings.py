@@ -2,11 +2,17 @@
 
 Nothing else in the product reads ``os.environ`` for its own configuration. A bad value
 fails here, at start-up, with a :class:`~shared.core.errors.ConfigError` naming the variable.
+
+Where state lives is decided here, once: ``HANGO_HOME`` (default a per-user data directory)
+holds the default database and history root, as absolute paths, so every command finds
+the same state from whatever directory it runs in.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -26,8 +32,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 from shared.core.errors import ConfigError
 
 ENV_PREFIX = "HANGO_"
-DEFAULT_DATABASE_URL = "sqlite:///.hango/hango.db"
-DEFAULT_HISTORY_ROOT = Path(".hango/history")
+APP_NAME = "hango"
+DATABASE_FILE = "hango.db"
+HISTORY_DIR = "history"
+
+# The schemes the store has drivers for; anything else fails at start-up, not at first use.
+SUPPORTED_DATABASES = ("sqlite:///PATH", "postgresql://USER:PASSWORD@HOST:PORT/DB")
+_SUPPORTED_SCHEMES = re.compile(r"^(sqlite|postgres|postgresql|postgresql\+psycopg2)://")
+_SQLITE_FILE = re.compile(r"^sqlite(?:\+pysqlite)?:///(?P<path>[^?]*)(?P<query>\?.*)?$")
 
 ModelName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
@@ -67,10 +79,13 @@ class Settings(BaseSettings):
     tool_result_offload_tokens: int = Field(default=20000, gt=0)
     estimator: Literal["tiktoken", "heuristic"] = "tiktoken"
 
-    database_url: str = DEFAULT_DATABASE_URL
+    home: Path = Field(default_factory=lambda: user_data_dir())
+    # Both default to a place inside ``home`` (filled in by ``_state_in_home``).
+    database_url: str = ""
+    auto_migrate: bool = False
     redis_url: str | None = None
     history_backend: Literal["local", "postgres"] = "local"
-    history_root: Path = DEFAULT_HISTORY_ROOT
+    history_root: Path = Path()
 
     anthropic_api_key: SecretStr | None = Field(
         default=None,
@@ -98,6 +113,43 @@ class Settings(BaseSettings):
     queue_enqueue_ttl: float = Field(default=30.0, gt=0)
     queue_result_ttl: float = Field(default=7 * 24 * 3600.0, gt=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _state_in_home(cls, data: Any) -> Any:
+        """The database and history root default to absolute places inside ``home``."""
+        if not isinstance(data, dict):
+            return data
+        home = Path(data.get("home") or user_data_dir()).expanduser().absolute()
+        filled = {**data, "home": home}
+        if not data.get("database_url"):
+            filled["database_url"] = default_database_url(home)
+        if not data.get("history_root"):
+            filled["history_root"] = home / HISTORY_DIR
+        return filled
+
+    @field_validator("database_url", mode="after")
+    @classmethod
+    def _supported_database(cls, value: str) -> str:
+        if not _SUPPORTED_SCHEMES.match(value):
+            scheme = value.split("://", 1)[0] if "://" in value else value
+            raise ValueError(
+                f"unsupported database {scheme!r}: use {' or '.join(SUPPORTED_DATABASES)}"
+            )
+        path = sqlite_path(value)
+        if path is not None and not path.is_absolute():
+            # Absolute, so the same database is found from every directory and in hints.
+            found = _SQLITE_FILE.match(value)
+            assert found is not None
+            return f"sqlite:///{path.expanduser().absolute()}{found.group('query') or ''}"
+        return value
+
+    @field_validator("history_root", mode="after")
+    @classmethod
+    def _absolute_root(cls, value: Path) -> Path:
+        # Stored in records and hints as given: a relative root would mean another
+        # directory for every command run from elsewhere.
+        return value.expanduser().absolute()
+
     @field_validator("anthropic_api_key", mode="before")
     @classmethod
     def _strip_key(cls, value: object) -> object:
@@ -105,11 +157,45 @@ class Settings(BaseSettings):
         # quote it in its error; stripping it here is kinder and keeps it out of errors.
         return value.strip() if isinstance(value, str) else value
 
+    @property
+    def database_in_home(self) -> bool:
+        """Whether the database is a SQLite file inside ``home`` (whose directories are ours)."""
+        path = sqlite_path(self.database_url)
+        return path is not None and path.is_relative_to(self.home)
+
     @model_validator(mode="after")
     def _backend_needs_database(self) -> Settings:
         if self.history_backend == "postgres" and not self.database_url.startswith("postgres"):
             raise ValueError("history_backend 'postgres' needs a PostgreSQL HANGO_DATABASE_URL")
         return self
+
+
+def user_data_dir() -> Path:
+    """The per-user data directory for hango (XDG on Linux, the platform's own elsewhere)."""
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / APP_NAME
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+        return Path(base) / APP_NAME
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    base_dir = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share"
+    return base_dir / APP_NAME
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL; ``None`` for other databases, memory and ``file:`` URIs."""
+    found = _SQLITE_FILE.match(url)
+    if found is None:
+        return None
+    path = found.group("path")
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    return Path(path)
+
+
+def default_database_url(home: Path) -> str:
+    """The embedded SQLite database inside ``home``."""
+    return f"sqlite:///{home / DATABASE_FILE}"
 
 
 def env_name(field: str) -> str:
@@ -139,7 +225,13 @@ def _config_error(exc: ValidationError) -> ConfigError:
     detail = f" at {where}" if where else ""
     given = first.get("input")
     shown = "" if isinstance(given, dict) or given is None else f" (got {given!r})"
-    return ConfigError(f"{variable}{detail}: {first['msg']}{shown}", variable=variable)
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return ConfigError(f"{variable}{detail}: {message}{mask_password(shown)}", variable=variable)
+
+
+def mask_password(text: str) -> str:
+    """``text`` with the password of every URL in it replaced by ``***``."""
+    return re.sub(r"(://[^:/@\s]+:)[^@\s]*@", r"\1***@", text)
 
 
 def _field_in(message: str) -> str:

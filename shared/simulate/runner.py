@@ -8,7 +8,7 @@ provider and the pretend shell as an extra tool. ``Simulation.run`` plays the tu
 
 from __future__ import annotations
 
-import uuid
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +18,7 @@ from shared.compaction.record import CompactionRecord
 from shared.core.ids import validate_session_id
 from shared.core.profiles import Profiles
 from shared.core.settings import Settings
+from shared.history.base import HistoryBackend
 from shared.history.local import LocalHistory
 from shared.history.paths import conversation_history_path
 from shared.middleware.observer import LoopObserver
@@ -25,6 +26,7 @@ from shared.providers.base import Provider
 from shared.simulate.commands import PretendShell
 from shared.simulate.model import ScriptedCodingModel
 from shared.simulate.user import ScriptedUser
+from shared.simulate.workspace import SessionWorkspace
 from shared.store.repository import SessionInfo
 from shared.wiring.agent import Agent, build_agent, open_store
 from shared.wiring.history import history_from_settings
@@ -63,6 +65,7 @@ class Simulation:
     user: ScriptedUser
     session_id: str
     model: ScriptedCodingModel | None  # None when a real provider answers
+    history: HistoryBackend  # the configured backend (the agent sees its session's view)
 
     def run(self, turns: int, on_turn: TurnCallback | None = None) -> SimulationOutcome:
         results: list[TurnResult] = []
@@ -81,7 +84,7 @@ class Simulation:
         session = store.session(self.session_id)
         assert session is not None  # run_turn created it
         virtual = conversation_history_path(self.session_id)
-        history = self.agent.history
+        history = self.history
         real = history.root / virtual.lstrip("/") if isinstance(history, LocalHistory) else None
         return SimulationOutcome(
             session_id=self.session_id,
@@ -94,9 +97,16 @@ class Simulation:
         )
 
 
+SESSION_DIGITS = 8
+
+
 def new_session_id(seed: int) -> str:
-    """A fresh id per run, so rerunning the same seed starts a new session."""
-    return f"sim-{seed}-{uuid.uuid4().hex[:8]}"
+    """A fresh id per run, so rerunning the same seed starts a new session.
+
+    The id is part of the summary text the requests carry; eight random digits are the
+    same number of tokens whatever they are, so the figures do not move between runs.
+    """
+    return f"sim-{seed}-{secrets.randbelow(10**SESSION_DIGITS):0{SESSION_DIGITS}d}"
 
 
 def scripted_model(settings: Settings, seed: int) -> ScriptedCodingModel:
@@ -127,7 +137,8 @@ def build_simulation(
     """
     sid = validate_session_id(session_id) if session_id else new_session_id(seed)
     store = open_store(settings)
-    history = history_from_settings(settings, engine=store.engine)
+    configured = history_from_settings(settings, engine=store.engine)
+    history = SessionWorkspace(configured, sid)
     agent = build_agent(
         settings,
         provider=provider,
@@ -135,5 +146,8 @@ def build_simulation(
         observers=observers,
         extra_tools=(PretendShell(history, seed).tool(),),
         store=store,
+        history=history,
     )
-    return Simulation(agent=agent, user=ScriptedUser(seed), session_id=sid, model=model)
+    return Simulation(
+        agent=agent, user=ScriptedUser(seed), session_id=sid, model=model, history=configured
+    )

@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
 from shared.compaction.record import RunState
-from shared.core.errors import UnknownSessionError
+from shared.core.errors import ConfigError, SchemaNotReadyError, UnknownSessionError
 from shared.core.ids import validate_session_id
 from shared.core.messages import Message, StoredMessage
 from shared.store.tables import conflict_insert, messages, runs, sessions
@@ -62,28 +62,59 @@ class Store:
         self.engine = engine
 
     @classmethod
-    def from_url(cls, url: str) -> Store:
-        """A store for ``url``: a SQLite file gets its directory; PostgreSQL pings its pool."""
-        return cls(engine_from_url(url))
+    def from_url(cls, url: str, *, create_directory: bool = False) -> Store:
+        """A store for ``url``; PostgreSQL pings its pool.
 
-    def migrate(self) -> None:
-        """Bring the schema to the head Alembic revision, on this engine's connection."""
+        A SQLite file's directory is created only when ``create_directory`` says it is
+        ours to create (the home's); a missing directory elsewhere is a typo to report.
+        """
+        return cls(engine_from_url(url, create_directory=create_directory))
+
+    @property
+    def where(self) -> str:
+        """The database's URL without its password, fit for a message."""
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def migrate(self) -> tuple[str | None, str | None]:
+        """Bring the schema to the head Alembic revision; the revisions before and after."""
         # Imported here: Alembic is heavy and only start-up and deploy steps migrate.
         from alembic import command
-        from alembic.config import Config as AlembicConfig
 
-        config = AlembicConfig()
-        config.set_main_option("script_location", str(migrations_dir()))
-        config.set_main_option("path_separator", "os")
+        config = _alembic_config()
         with self.engine.connect() as conn:
+            before = _current_revision(conn)
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
             conn.commit()
+            after = _current_revision(conn)
             if conn.dialect.name == "sqlite":
                 # env.py turned enforcement off for the table rebuilds; this connection
                 # goes back to the pool, so turn it on again.
                 conn.exec_driver_sql("PRAGMA foreign_keys=ON")
                 conn.commit()
+        return before, after
+
+    def require_schema(self, *, migrate: bool = False) -> None:
+        """Fail with a line naming ``hango migrate`` unless the schema is at the head revision.
+
+        ``migrate`` upgrades it instead (``--migrate`` / ``HANGO_AUTO_MIGRATE``).
+        """
+        from alembic.script import ScriptDirectory
+
+        head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+        with self.engine.connect() as conn:
+            current = _current_revision(conn)
+        if current == head:
+            return
+        if migrate:
+            self.migrate()
+            return
+        state = "has no hango schema" if current is None else f"is at revision {current}"
+        raise SchemaNotReadyError(
+            f"database {self.where} {state}, not {head}: run `hango migrate` on it "
+            "(or pass --migrate / set HANGO_AUTO_MIGRATE=1 to migrate on first use)",
+            database=self.where,
+        )
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -117,7 +148,7 @@ class Store:
         )
         with self.engine.begin() as conn:
             if conn.execute(statement).rowcount == 0:
-                raise UnknownSessionError(session_id)
+                raise UnknownSessionError(session_id, database=self.where)
 
     # -- messages (append-only) -------------------------------------------------------
 
@@ -128,7 +159,7 @@ class Store:
                 return self._append_once(session_id, turn, message)
             except IntegrityError:
                 if self.session(session_id) is None:
-                    raise UnknownSessionError(session_id) from None
+                    raise UnknownSessionError(session_id, database=self.where) from None
                 # Another writer took this seq first (SQLite only): take the next one.
                 time.sleep(0.001 * (attempt + 1))
         raise RuntimeError(
@@ -241,6 +272,21 @@ class Store:
                 raise LookupError(f"unknown run id {run_id}")
 
 
+def _alembic_config() -> Any:
+    from alembic.config import Config as AlembicConfig
+
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.set_main_option("path_separator", "os")
+    return config
+
+
+def _current_revision(conn: Connection) -> str | None:
+    from alembic.migration import MigrationContext
+
+    return MigrationContext.configure(conn).get_current_revision()
+
+
 def migrations_dir() -> Path:
     """The Alembic scripts: beside the package in a checkout, else under the working dir.
 
@@ -254,11 +300,11 @@ def migrations_dir() -> Path:
     raise FileNotFoundError(f"no Alembic migrations found in {[str(c) for c in candidates]}")
 
 
-def engine_from_url(url: str) -> Engine:
+def engine_from_url(url: str, *, create_directory: bool = False) -> Engine:
     """An engine for ``url`` set up for this store's access pattern."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        return _sqlite_engine(url, parsed.database)
+        return _sqlite_engine(url, parsed.database, create_directory=create_directory)
     if parsed.drivername in ("postgresql", "postgres"):
         # The driver this product ships (psycopg2-binary); SQLAlchemy 2.1's default for a
         # bare postgresql:// is psycopg 3, which is not installed.
@@ -268,9 +314,17 @@ def engine_from_url(url: str) -> Engine:
     return sqlalchemy.create_engine(parsed, pool_pre_ping=True)
 
 
-def _sqlite_engine(url: str, database: str | None) -> Engine:
+def _sqlite_engine(url: str, database: str | None, *, create_directory: bool) -> Engine:
     if database and database != ":memory:" and not database.startswith("file:"):
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        directory = Path(database).expanduser().parent
+        if create_directory:
+            directory.mkdir(parents=True, exist_ok=True)
+        elif not directory.is_dir():
+            raise ConfigError(
+                f"no directory {str(directory)!r} for the SQLite database {url!r}: "
+                "create it, or pick another --database-url / HANGO_DATABASE_URL",
+                variable="HANGO_DATABASE_URL",
+            )
     # Writers queue on SQLite's lock for up to 30 s instead of failing at once.
     engine = sqlalchemy.create_engine(url, connect_args={"timeout": 30})
     event.listen(engine, "connect", _enable_sqlite_foreign_keys)
@@ -292,7 +346,8 @@ def _lock_session(conn: Connection, session_id: str) -> None:
     """Lock the session row for this transaction (a no-op on SQLite); fail if it is absent."""
     query = select(sessions.c.id).where(sessions.c.id == session_id).with_for_update()
     if conn.execute(query).first() is None:
-        raise UnknownSessionError(session_id)
+        where = conn.engine.url.render_as_string(hide_password=True)
+        raise UnknownSessionError(session_id, database=where)
 
 
 def _now() -> datetime:

@@ -57,11 +57,12 @@ def build_agent(
     observers: Sequence[LoopObserver] = (),
     extra_tools: Sequence[Tool] = (),
     store: Store | None = None,
+    history: HistoryBackend | None = None,
     max_tokens: int = 8192,
     system_prompt: Sequence[TextBlock] = (),
 ) -> Agent:
     store = store or open_store(settings)
-    history = history_from_settings(settings, engine=store.engine)
+    history = history or history_from_settings(settings, engine=store.engine)
     provider = provider or _anthropic(settings)
     profile = Profiles.from_settings(settings).resolve(settings.model)
     estimator = make_estimator(settings.estimator)
@@ -129,11 +130,14 @@ def offload_limit(settings: Settings, profile: ModelProfile) -> int:
     return min(settings.tool_result_offload_tokens, profile.max_input_tokens // 10)
 
 
-def open_store(settings: Settings) -> Store:
-    """The store; the embedded SQLite default migrates itself on first use."""
-    store = Store.from_url(settings.database_url)
+def open_store(settings: Settings, *, migrate: bool = False) -> Store:
+    """The store, its schema checked: SQLite migrates itself on first use; PostgreSQL does
+    when asked (``migrate``, ``HANGO_AUTO_MIGRATE``), else fails naming ``hango migrate``."""
+    store = Store.from_url(settings.database_url, create_directory=settings.database_in_home)
     if settings.database_url.startswith("sqlite"):
         store.migrate()
+    else:
+        store.require_schema(migrate=migrate or settings.auto_migrate)
     return store
 
 

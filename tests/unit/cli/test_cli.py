@@ -494,9 +494,23 @@ def test_migrate_creates_the_schema_and_list_reads_it(
     migrated = hango(capsys, "migrate", "--database-url", url)
     after = hango(capsys, "sessions", "list", "--database-url", url, "--json")
 
-    assert migrated.code == 0 and "latest schema revision" in migrated.err
+    assert migrated.code == 0 and "applied revisions none → 0003" in migrated.err
     assert (tmp_path / "fresh.db").is_file()
     assert after.code == 0 and json.loads(after.out) == []
+    again = hango(capsys, "migrate", "--database-url", url)
+    assert again.code == 0 and "already at the latest schema revision" in again.err
+
+
+@pytest.mark.parametrize("command", ["simulate", "replay"])
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_a_window_that_is_not_positive_is_a_usage_error_in_every_command(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str, value: str
+) -> None:
+    argv = [command, *(["t.json"] if command == "replay" else []), "--max-input-tokens", value]
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == EXIT_USAGE
+    assert "--max-input-tokens: must be a positive integer" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -510,7 +524,6 @@ def test_migrate_creates_the_schema_and_list_reads_it(
         (["simulate", "--summarizer-latency=-1"], EXIT_CONFIG, "--summarizer-latency"),
         (["simulate", "--summarizer-latency", "soon"], EXIT_CONFIG, "--summarizer-latency"),
         (["replay", "missing.json"], EXIT_TRANSCRIPT, "no such file"),
-        (["replay", "x.json", "--max-input-tokens", "0"], EXIT_CONFIG, "--max-input-tokens"),
         (["chat"], EXIT_CONFIG, "ANTHROPIC_API_KEY"),
     ],
 )

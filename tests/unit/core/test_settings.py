@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from shared.core.errors import ConfigError
-from shared.core.settings import DEFAULT_DATABASE_URL, Settings, load_settings
+from shared.core.settings import Settings, load_settings
 
 
 @pytest.fixture(autouse=True)
@@ -26,12 +26,16 @@ def config_error(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> Conf
     return caught.value
 
 
-def test_defaults_are_embedded_and_sensible() -> None:
+def test_defaults_are_embedded_and_sensible(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     settings = load_settings()
-    assert settings.database_url == DEFAULT_DATABASE_URL
-    assert settings.database_url.startswith("sqlite:///")
+    assert settings.home == tmp_path / "data" / "hango"
+    assert settings.database_url == f"sqlite:///{tmp_path / 'data' / 'hango' / 'hango.db'}"
+    assert settings.database_in_home and not settings.auto_migrate
     assert settings.history_backend == "local"
-    assert settings.history_root == Path(".hango/history")
+    assert settings.history_root == tmp_path / "data" / "hango" / "history"
     assert (settings.context_trigger_frac, settings.context_keep_frac) == (0.85, 0.10)
     assert settings.estimator == "tiktoken"
     assert settings.model_profiles == {}
@@ -142,7 +146,7 @@ def test_an_empty_variable_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.model == Settings.model_fields["model"].default
     assert settings.model.startswith("claude-")
     assert settings.summarizer_model is None
-    assert settings.history_root == Path(".hango/history")
+    assert settings.history_root == settings.home / "history"
     assert settings.model_profiles == {}
 
 
@@ -155,3 +159,37 @@ def test_explicit_overrides_are_checked_like_the_environment() -> None:
     with pytest.raises(ConfigError) as caught:
         load_settings(context_trigger_frac=2)
     assert caught.value.variable == "HANGO_CONTEXT_TRIGGER_FRAC"
+
+
+def test_state_is_found_from_any_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The home and the paths in it are absolute: another working directory finds them."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HANGO_HOME", "state")
+    first = load_settings()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    monkeypatch.setenv("HANGO_HOME", str(tmp_path / "state"))
+    second = load_settings()
+    assert first.home == second.home == tmp_path / "state"
+    assert (first.database_url, first.history_root) == (second.database_url, second.history_root)
+
+
+def test_relative_sqlite_and_history_paths_are_made_absolute(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(database_url="sqlite:///db/x.db?timeout=3", history_root="h")
+    assert settings.database_url == f"sqlite:///{tmp_path / 'db' / 'x.db'}?timeout=3"
+    assert settings.history_root == tmp_path / "h"
+    assert not settings.database_in_home
+    assert load_settings(database_url="sqlite:///:memory:").database_url == "sqlite:///:memory:"
+
+
+def test_an_unsupported_database_is_one_line_listing_the_supported_ones() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(database_url="mysql://app:s3cret@db/app")
+    message = str(caught.value)
+    assert caught.value.variable == "HANGO_DATABASE_URL"
+    assert "unsupported database 'mysql'" in message
+    assert "sqlite:///PATH" in message and "postgresql://" in message
+    assert "s3cret" not in message and "\n" not in message

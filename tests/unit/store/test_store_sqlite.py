@@ -21,7 +21,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, event, inspect, select, text
 
 from shared.compaction.record import CompactionRecord, RunState
-from shared.core.errors import InvalidSessionIdError, UnknownSessionError
+from shared.core.errors import ConfigError, InvalidSessionIdError, UnknownSessionError
 from shared.core.messages import Message
 from shared.store import RunInfo, Store
 from shared.store.repository import engine_from_url
@@ -447,17 +447,19 @@ def sqlite_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def store(sqlite_url: str) -> Iterator[Store]:
-    created = Store.from_url(sqlite_url)
+    created = Store.from_url(sqlite_url, create_directory=True)
     created.migrate()
     yield created
     created.engine.dispose()
 
 
 class TestStoreOnSqlite(StoreContract):
-    def test_from_url_creates_the_database_directory(self, sqlite_url: str) -> None:
+    def test_from_url_creates_the_database_directory_only_when_asked(self, sqlite_url: str) -> None:
         database = Path(sqlite_url.removeprefix("sqlite:///"))
+        with pytest.raises(ConfigError, match="no directory"):
+            Store.from_url(sqlite_url)
         assert not database.parent.exists()
-        created = Store.from_url(sqlite_url)
+        created = Store.from_url(sqlite_url, create_directory=True)
         try:
             created.migrate()
             assert database.is_file()
@@ -477,4 +479,5 @@ class TestStoreOnSqlite(StoreContract):
 class TestMigrationsOnSqlite(MigrationsContract):
     @pytest.fixture
     def empty_url(self, sqlite_url: str) -> str:
+        Path(sqlite_url.removeprefix("sqlite:///")).parent.mkdir(parents=True)
         return sqlite_url
