@@ -42,7 +42,7 @@ from shared.simulate.plan import Call, Step, plan_task
 from shared.simulate.summary import is_summary_request, scripted_summary
 
 # Real Claude tokenizers yield more tokens than the local estimators for the same text
-# (shared/research/real-token-counts.md); this counter errs the same way.
+# (measured on real sessions: docs/benchmarks.md); this counter errs the same way.
 CHARS_PER_TOKEN = 3.5
 FRAMING_TOKENS = 3
 

@@ -5,7 +5,7 @@ framing of the Messages API: a fixed cost per request, per message and per block
 tokens per tool call, the serialized tool definitions with the tool-use preamble, images
 at a flat rate. The two estimators differ only in their text counter.
 
-The framing constants come from real Claude sessions (``research/real-token-counts.md``):
+The framing constants come from real Claude sessions (docs/benchmarks.md has the method):
 a request costs about 1.11 x cl100k of its content plus about 90 tokens per tool call
 (ids, name, block framing). Text counters are calibrated to the content part; the
 constants below carry the rest.

@@ -4,7 +4,7 @@ Calibration (``bench/bench_estimate.py`` documents it in ``docs/benchmarks.md``)
 the text content of the eight reference transcripts (text, compact tool_use input JSON,
 tool_result text), 1,124,259 UTF-8 bytes gave 309,372 cl100k tokens, 3.634 bytes per
 cl100k token. Real Claude tokens are ~ 1.11 x cl100k on real sessions
-(``research/real-token-counts.md``), so one real token is 3.634 / 1.11 ~ 3.27 bytes.
+(docs/benchmarks.md has the method), so one real token is 3.634 / 1.11 ~ 3.27 bytes.
 Per transcript the cl100k ratio ranged 3.51-3.99 bytes per token.
 
 Bytes rather than characters: text outside ASCII (CJK, emoji) costs about one token per

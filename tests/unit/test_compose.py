@@ -7,6 +7,7 @@ healthcheck, and every build points at a Dockerfile that exists.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +120,41 @@ def test_dockerfile_installs_the_project_with_flower_on_python_311_slim() -> Non
     for needed in ("pyproject.toml", "README.md", "alembic.ini", "shared", "worker", "migrations"):
         assert needed in copied, needed
     assert "WORKDIR /app" in instructions
+
+
+def _published(service: dict[str, Any]) -> list[str]:
+    return [str(port) for port in service.get("ports", [])]
+
+
+def test_ports_are_loopback_and_do_not_clash_with_local_services(
+    services: dict[str, Any],
+) -> None:
+    """A developer's own PostgreSQL (5432) and Redis (6379) keep their ports."""
+    for name, service in services.items():
+        for port in _published(service):
+            assert port.startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
+            host_port = port.split(":")[1]
+            assert not host_port.endswith(("5432", "6379")), f"{name} takes {host_port}"
+            assert "-5432}" not in host_port and "-6379}" not in host_port
+
+
+def test_grafana_has_no_anonymous_access_and_takes_its_password_from_the_environment(
+    services: dict[str, Any],
+) -> None:
+    environment = services["grafana"]["environment"]
+    assert str(environment.get("GF_AUTH_ANONYMOUS_ENABLED", "false")).lower() == "false"
+    assert "GF_AUTH_ANONYMOUS_ORG_ROLE" not in environment
+    assert environment["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD")
+    assert environment["GF_SECURITY_ADMIN_PASSWORD"] != "${GRAFANA_ADMIN_PASSWORD:-admin}"
+
+
+def test_flower_credentials_are_the_same_in_compose_and_the_docs(
+    services: dict[str, Any],
+) -> None:
+    default = services["flower"]["environment"]["FLOWER_BASIC_AUTH"]
+    credentials = default.removeprefix("${FLOWER_BASIC_AUTH:-").removesuffix("}")
+    assert ":" in credentials
+    for doc in ("README.md", "docs/worker.md"):
+        text = (REPO_ROOT / doc).read_text()
+        mentioned = set(re.findall(r"(?:basic-auth=|-u |default `)(\w+:[\w-]+)", text))
+        assert mentioned == {credentials}, doc
