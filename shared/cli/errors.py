@@ -129,7 +129,7 @@ def store_flags(args: argparse.Namespace | None, *, history: bool = False) -> st
     """`` --database-url URL [--history-root DIR]`` as given on the command line, quoted."""
     if args is None:
         return ""
-    from shared.core.settings import sqlite_path
+    from shared.core.settings import mask_password, sqlite_path
 
     given: list[tuple[str, str]] = []
     url = getattr(args, "database_url", None)
@@ -138,7 +138,8 @@ def store_flags(args: argparse.Namespace | None, *, history: bool = False) -> st
         # Absolute, so the hint runs from any directory.
         if path is not None and not path.is_absolute():
             url = f"sqlite:///{path.absolute()}"
-        given.append(("--database-url", url))
+        # A password is never printed, even in a hint (that one hint then needs it retyped).
+        given.append(("--database-url", mask_password(url)))
     root = getattr(args, "history_root", None)
     if history and root:
         given.append(("--history-root", str(Path(root).expanduser().absolute())))

@@ -138,16 +138,15 @@ def replay_session_id(transcript: Path, agent: Agent) -> str:
     """``replay-`` and twelve digits from the transcript's content: the same on every run.
 
     The id is part of the summary text the requests carry, so a random one would move
-    the figures; all-digit ids of one length are also the same number of tokens. A kept
-    database that already holds the id gets the next free ``-N`` suffix.
+    the figures; twelve digits are the same number of tokens whatever they are. A kept
+    database that already holds the id gets the next digits of the same chain.
     """
     digest = hashlib.sha256(transcript.read_bytes()).hexdigest()
-    base = f"replay-{int(digest, 16) % 10**12:012d}"
-    candidate, suffix = base, 1
-    while agent.store.session(candidate) is not None:
-        suffix += 1
-        candidate = f"{base}-{suffix}"
-    return candidate
+    while True:
+        candidate = f"replay-{int(digest, 16) % 10**12:012d}"
+        if agent.store.session(candidate) is None:
+            return candidate
+        digest = hashlib.sha256(digest.encode()).hexdigest()
 
 
 def replay_settings(args: argparse.Namespace, scratch: Path) -> Settings:

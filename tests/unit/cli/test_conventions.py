@@ -230,3 +230,49 @@ def test_sessions_show_and_history_agree_with_the_records(
         err = capsys.readouterr().err
         assert f"/conversation_history/{session}.md" in err and "nothing" not in err
         assert str(tmp_path / "other") in err and "--history-root" in err
+
+
+# --- repeatable runs -------------------------------------------------------------------------
+
+
+def _figures(report: dict[str, object]) -> list[tuple[object, ...]]:
+    records = report.get("compaction_records", report.get("compactions"))
+    assert isinstance(records, list) and records
+    return [(r["turn"], r["reason"], r["tokens_before"], r["tokens_after"]) for r in records]
+
+
+def test_a_seeded_simulation_gives_the_same_figures_twice_in_one_place(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HANGO_ESTIMATOR", "tiktoken")  # the default; ids must not move it
+    argv = ["simulate", "--turns", "8", "--max-input-tokens", "9000", "--json"]
+    reports = []
+    for _ in range(2):
+        assert main(argv) == 0
+        reports.append(json.loads(capsys.readouterr().out))
+    assert reports[0]["session_id"] != reports[1]["session_id"]
+    assert _figures(reports[0]) == _figures(reports[1])
+    assert reports[0]["input_tokens_sent"] == reports[1]["input_tokens_sent"]
+
+
+def test_a_replay_gives_the_same_figures_every_time(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HANGO_ESTIMATOR", "tiktoken")
+    messages: list[dict[str, object]] = []
+    for n in range(6):
+        messages += [
+            {"role": "user", "content": f"step {n}: " + "explain the build output " * 40},
+            {"role": "assistant", "content": f"done {n}: " + "the build passed " * 60},
+        ]
+    transcript = tmp_path / "t.json"
+    transcript.write_text(json.dumps({"messages": messages}))
+    database = f"sqlite:///{tmp_path / 'kept.db'}"
+    reports = []
+    for _ in range(2):
+        argv = ["replay", str(transcript), "--max-input-tokens", "3000", "--json"]
+        assert main([*argv, "--database-url", database]) == 0
+        reports.append(json.loads(capsys.readouterr().out))
+    assert _figures(reports[0]) == _figures(reports[1])
+    assert reports[0]["tokens_sent"] == reports[1]["tokens_sent"]
+    assert reports[0]["session_id"] != reports[1]["session_id"]  # kept: a second session
