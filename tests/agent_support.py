@@ -19,6 +19,7 @@ TEST_MODEL = "test-model"
 
 def make_settings(tmp_path: Path, *, window: int = 6000, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
+        "home": tmp_path,  # the test owns this directory: the store may create it
         "model": TEST_MODEL,
         "model_profiles": {TEST_MODEL: {"max_input_tokens": window}},
         "history_root": tmp_path / "history",
