@@ -33,6 +33,12 @@ from shared.providers.base import Capabilities
 # The API gives no error code for an overflow, only this text (research note A3), so
 # matching it is unavoidable; it is matched here and nowhere else.
 _PROMPT_TOO_LONG = re.compile(r"prompt is too long:\s*(\d+)\s*tokens?\s*>\s*(\d+)\s*maximum")
+# The same refusal without its figures (some gateways and older API versions send only
+# this): still an overflow, just one that says nothing about how far over it is.
+_PROMPT_TOO_LONG_BARE = re.compile(r"prompt is too long", re.IGNORECASE)
+# A body over the API's byte limit: more context than the endpoint takes, so the overflow
+# ladder (compaction, then truncation) is the cure, never a retry of the same bytes.
+_REQUEST_TOO_LARGE = 413
 # Models before Claude 4.5 refuse input + max_tokens over the window with this text.
 _INPUT_PLUS_OUTPUT = re.compile(
     r"input length and `?max_tokens`? exceed context limit:\s*(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)"
@@ -87,6 +93,8 @@ def _status_error(error: anthropic.APIStatusError, secret: str | None) -> Provid
         message += f" [request {error.request_id}]"
     if status == 400:
         return _bad_request_error(text, message)
+    if status == _REQUEST_TOO_LARGE:
+        return ContextOverflowError(message, status=status)
     if status in _TRANSIENT_STATUSES or status >= 500:
         return TransientProviderError(message, status=status)
     return ProviderError(message, status=status)
@@ -102,6 +110,8 @@ def _bad_request_error(text: str, message: str) -> ProviderError:
         # ``tokens`` is input + max_tokens here: what has to come under ``maximum``.
         given, reserved, maximum = (int(g) for g in input_plus_output.groups())
         return ContextOverflowError(message, tokens=given + reserved, maximum=maximum, status=400)
+    if _PROMPT_TOO_LONG_BARE.search(text):
+        return ContextOverflowError(message, status=400)
     return InvalidRequestError(message, status=400)
 
 

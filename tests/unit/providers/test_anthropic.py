@@ -181,6 +181,27 @@ def test_input_plus_max_tokens_over_the_window_is_an_overflow(fake_api: FakeAnth
     assert (caught.value.tokens, caught.value.maximum) == (207_000, 200_000)
 
 
+@pytest.mark.parametrize(
+    "text", ["prompt is too long", "Prompt is too long.", "prompt is too long: 12 tokens"]
+)
+def test_a_prompt_too_long_without_figures_is_an_overflow(
+    fake_api: FakeAnthropicAPI, text: str
+) -> None:
+    fake_api.push(ScriptedError(400, "invalid_request_error", text))
+    with pytest.raises(ContextOverflowError) as caught:
+        provider_for(fake_api).complete(REQUEST)
+    assert (caught.value.tokens, caught.value.maximum, caught.value.status) == (None, None, 400)
+    assert text in str(caught.value)
+
+
+def test_a_request_too_large_413_is_an_overflow(fake_api: FakeAnthropicAPI) -> None:
+    fake_api.fail_next(1, 413)
+    with pytest.raises(ContextOverflowError) as caught:
+        provider_for(fake_api).complete(REQUEST)
+    assert (caught.value.tokens, caught.value.maximum, caught.value.status) == (None, None, 413)
+    assert "request_too_large" in str(caught.value)
+
+
 def test_stop_reason_window_exceeded_is_an_overflow(fake_api: FakeAnthropicAPI) -> None:
     fake_api.push(text_reply("partial", stop_reason="model_context_window_exceeded"))
     with pytest.raises(ContextOverflowError) as caught:
@@ -236,7 +257,7 @@ def test_transient_statuses(fake_api: FakeAnthropicAPI, status: int) -> None:
     assert len(fake_api.message_requests()) == 1
 
 
-@pytest.mark.parametrize("status", [401, 403, 404, 413])
+@pytest.mark.parametrize("status", [401, 403, 404])
 def test_other_statuses_are_plain_provider_errors(fake_api: FakeAnthropicAPI, status: int) -> None:
     fake_api.fail_next(1, status)
     with pytest.raises(ProviderError) as caught:
