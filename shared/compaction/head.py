@@ -18,7 +18,22 @@ _NOTICE = (
 )
 
 
+_REQUEST_QUOTE = (
+    "The user's request that started turn {turn} is quoted here verbatim, because the "
+    "messages above no longer hold it:\n<user_request>\n{text}\n</user_request>"
+)
+
+
 def head_message(record: CompactionRecord | None) -> Message:
+    """The head of a request compacted by ``record`` (a notice when there is no record)."""
+    head = _head_without_request(record)
+    if record is None or record.user_request is None:
+        return head
+    quote = TextBlock(text=_REQUEST_QUOTE.format(turn=record.at_turn, text=record.user_request))
+    return Message(role="user", content=(*head.blocks(), quote))
+
+
+def _head_without_request(record: CompactionRecord | None) -> Message:
     if record is not None and record.summary and record.offload_path:
         saved_to = record.saved_to_seq
         message = build_summary_message(

@@ -32,6 +32,10 @@ class CompactionRecord(BaseModel):
     # only when a mechanical truncation had to evict messages its offload failed to write
     # (they are still in the store, which is never rewritten).
     offloaded_to_seq: int | None = None
+    # The user message that started turn ``at_turn``, verbatim, when this cut evicted it:
+    # the head message quotes it, so the task of a long working turn is never known only
+    # through a summary. ``None`` when it is kept (or would not fit even alone).
+    user_request: str | None = None
 
     @property
     def saved_to_seq(self) -> int:

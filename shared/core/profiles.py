@@ -5,7 +5,8 @@ A profile is resolved from three layers, most specific first:
 1. ``HANGO_MODEL_PROFILES`` entries (``{"model": {"max_input_tokens": n, ...}}``);
 2. the built-in table of current Claude windows (:data:`BUILTIN_WINDOWS`);
 3. for fields a profile leaves unset, the settings-level defaults
-   ``HANGO_CONTEXT_TRIGGER_FRAC``, ``HANGO_CONTEXT_KEEP_FRAC``, ``HANGO_SUMMARIZER_MODEL``
+   ``HANGO_CONTEXT_TRIGGER_FRAC``, ``HANGO_CONTEXT_KEEP_FRAC``, ``HANGO_CONTEXT_TARGET_FRAC``,
+   ``HANGO_SUMMARIZER_MODEL``
    (and the model itself as its own summarizer when none is named).
 
 A model found nowhere gets the documented fallback: compact at 170,000 tokens and keep
@@ -75,6 +76,8 @@ class ModelProfile:
     summarizer_model: str
     known: bool
     keep_last: int | None = None
+    # Where a mechanical truncation aims, as a share of the window (HANGO_CONTEXT_TARGET_FRAC).
+    target_frac: float = 0.60
 
     def __post_init__(self) -> None:
         if self.max_input_tokens <= 0:
@@ -87,12 +90,23 @@ class ModelProfile:
             raise ValueError(f"{self.model}: keep_frac must be in (0, 1)")
         if self.keep_last is not None and self.keep_last < 1:
             raise ValueError(f"{self.model}: keep_last must be at least 1")
+        if not 0 < self.target_frac < 1:
+            raise ValueError(f"{self.model}: target_frac must be in (0, 1)")
 
     @property
     def trigger_tokens(self) -> int:
         """Input tokens above which the request is compacted."""
         # The epsilon keeps e.g. 200,000 x 0.85 from flooring to 169,999 on float error.
         return int(self.max_input_tokens * self.trigger_frac + 1e-6)
+
+    @property
+    def target_tokens(self) -> int:
+        """Where a truncation aims: well under the trigger, so the next calls fit as they are.
+
+        Never above the trigger: a target over it would truncate to a request that compacts
+        again on the next call.
+        """
+        return min(int(self.max_input_tokens * self.target_frac + 1e-6), self.trigger_tokens)
 
     def keep_count(self, n_messages: int) -> int:
         """How many of the latest ``n_messages`` to keep verbatim (at least one, if any)."""
@@ -113,6 +127,7 @@ class Profiles:
         overrides: Mapping[str, ProfileOverride] | None = None,
         trigger_frac: float = 0.85,
         keep_frac: float = 0.10,
+        target_frac: float = 0.60,
         summarizer_model: str | None = None,
         windows: Mapping[str, int] = BUILTIN_WINDOWS,
     ) -> None:
@@ -122,6 +137,7 @@ class Profiles:
         self._windows = {base_model_id(k): v for k, v in windows.items()}
         self._trigger_frac = trigger_frac
         self._keep_frac = keep_frac
+        self._target_frac = target_frac
         self._summarizer_model = summarizer_model
         self._resolved: dict[str, ModelProfile] = {}
         self._lock = threading.Lock()
@@ -132,6 +148,7 @@ class Profiles:
             overrides=settings.model_profiles,
             trigger_frac=settings.context_trigger_frac,
             keep_frac=settings.context_keep_frac,
+            target_frac=settings.context_target_frac,
             summarizer_model=settings.summarizer_model,
         )
 
@@ -173,6 +190,7 @@ class Profiles:
             keep_last=FALLBACK_KEEP_LAST,
             summarizer_model=self._summarizer_model or model,
             known=False,
+            target_frac=self._target_frac,
         )
 
     def _profile(
@@ -191,4 +209,5 @@ class Profiles:
             keep_frac=self._keep_frac if keep_frac is None else keep_frac,
             summarizer_model=summarizer_model or self._summarizer_model or model,
             known=True,
+            target_frac=self._target_frac,
         )

@@ -75,6 +75,7 @@ class Settings(BaseSettings):
     summarizer_model: ModelName | None = None
     context_trigger_frac: float = Field(default=0.85, gt=0, le=1)
     context_keep_frac: float = Field(default=0.10, gt=0, lt=1)
+    context_target_frac: float = Field(default=0.60, gt=0, lt=1)
     tool_arg_max_tokens: int = Field(default=2000, gt=0)
     tool_result_offload_tokens: int = Field(default=20000, gt=0)
     estimator: Literal["tiktoken", "heuristic"] = "tiktoken"

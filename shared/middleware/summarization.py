@@ -14,12 +14,11 @@ The stored messages are never touched; only the copy on its way to the provider 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from shared.compaction.boundary import boundaries_from, keep_boundary
+from shared.compaction.boundary import keep_boundary
 from shared.compaction.extractive import ExtractiveSummarizer
 from shared.compaction.head import head_message
 from shared.compaction.jobs import (
@@ -45,11 +44,6 @@ from shared.tokens.measure import measure_input_tokens
 
 log = logging.getLogger(__name__)
 
-# After a compaction the request should land well under the trigger, so the next few
-# calls do not compact again (thrash): the kept part shrinks until it fits this share.
-TARGET_AFTER_FRAC = 0.60
-# What the summary message is assumed to cost while choosing the boundary.
-SUMMARY_ALLOWANCE_TOKENS = 2_000
 # Identifiers carried in the head message's artifact index, newest last.
 MAX_ARTIFACTS = 200
 
@@ -138,38 +132,20 @@ class SummarizationMiddleware(PassThrough):
         return self._summarize(call, reason, tokens, plan)
 
     def _plan(self, call: ModelCall) -> _Plan | None:
-        """The keep boundary: the raw keep window moved back to a group start, then moved
-        forward group by group until the kept part plus a summary fits the target."""
+        """The keep boundary: the raw keep window moved back to a group start.
+
+        The summary keeps at least ``keep_frac`` of the messages, as documented; it never
+        moves the boundary forward to reach a token target. A kept part that is still over
+        the window after the summary is mechanically truncated (``wrap``), which is the
+        rung that aims at the post-compaction target.
+        """
         messages = call.request.messages
         first_real = 1 if call.summary_message_present else 0
         keep = self.profile.keep_count(len(messages) - first_real)
         boundary = keep_boundary(messages, keep, min_index=first_real + 1)
         if boundary is None:
             return None
-        target = int(self.profile.max_input_tokens * TARGET_AFTER_FRAC)
-        budget = target - self._summary_allowance(call) - self._fixed_tokens(call.request)
-        # One pass: suffix sums of per-message estimates (cached by the estimator) against
-        # the group starts at or after the raw boundary, the first that fits wins.
-        kept_tokens = [self.estimator.estimate_message(m) for m in messages[boundary:]]
-        suffix = list(itertools.accumulate(reversed(kept_tokens)))[::-1]
-        candidates = boundaries_from(messages, boundary)
-        fitting = (b for b in candidates if suffix[b - boundary] <= budget)
-        return _Plan(boundary=next(fitting, candidates[-1]), first_real=first_real)
-
-    def _fixed_tokens(self, request: Request) -> int:
-        """What the request costs before its messages: system blocks, tools, framing."""
-        return self.estimator.estimate_request(request.model_copy(update={"messages": ()}))
-
-    def _summary_allowance(self, call: ModelCall) -> int:
-        """What the new head message will likely cost: at least the current one's size.
-
-        A rolling summary (and its artifact index) tends to keep the size of the last
-        one, so the previous head is a better guess than any constant.
-        """
-        if not call.summary_message_present:
-            return SUMMARY_ALLOWANCE_TOKENS
-        previous = self.estimator.estimate_message(call.request.messages[0])
-        return max(SUMMARY_ALLOWANCE_TOKENS, previous)
+        return _Plan(boundary=boundary, first_real=first_real)
 
     def _summarize(
         self, call: ModelCall, reason: CompactionReason, tokens: int, plan: _Plan
@@ -193,6 +169,7 @@ class SummarizationMiddleware(PassThrough):
         )
         artifacts = _merge_artifacts(previous, evicted)
         record = CompactionRecord(
+            user_request=_evicted_request(call, kept_from_seq),
             at_turn=call.turn,
             reason=reason,
             kept_from_seq=kept_from_seq,
@@ -236,8 +213,9 @@ class SummarizationMiddleware(PassThrough):
         first_real = 1 if call.summary_message_present else 0
         body = call.request.messages[first_real:]
         overflowed = call.force in ("overflow", "truncate")
-        scale = _undercount_scale(call)
+        scale = self._truncation_scale(call, tokens)
         saved_before = previous.saved_to_seq if previous else None
+        quote_request = True
 
         def record_for(cut: int, offload_path: str | None) -> CompactionRecord:
             kept_from_seq = _kept_from(call, first_real + cut)
@@ -255,6 +233,7 @@ class SummarizationMiddleware(PassThrough):
                 summarizer="none",
                 artifacts=_merge_artifacts(previous, evicted),
                 offloaded_to_seq=kept_from_seq - 1 if offloaded else saved_before,
+                user_request=_evicted_request(call, kept_from_seq) if quote_request else None,
             )
 
         def measure(messages: tuple[Message, ...]) -> int:
@@ -268,10 +247,37 @@ class SummarizationMiddleware(PassThrough):
         # A request the provider refused must lose at least one group: the same request
         # again would only be refused again.
         at_least = 1 if overflowed else 0
-        cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
+        try:
+            cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
+        except CannotFitError:
+            if record_for(len(body), None).user_request is None:
+                raise
+            # The user's request is quoted unless it alone cannot fit: then the newest
+            # group goes out without it (the summary and the history file still hold it).
+            log.warning(
+                "session %s turn %d: the user's request does not fit beside the newest "
+                "tool group; sending without quoting it",
+                call.session_id,
+                call.turn,
+            )
+            quote_request = False
+            cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
         evicted = _stored_before(call, _kept_from(call, first_real + cut))
         record = record_for(cut, self._offload(call, evicted) if evicted else None)
         return self._commit(_apply(call, record, first_real + cut), record)
+
+    def _truncation_scale(self, call: ModelCall, tokens: int) -> float:
+        """Estimates times this scale are in the units of the window.
+
+        After an overflow the provider's own figure calibrates (see _undercount_scale).
+        Otherwise ``tokens`` is what decided to truncate (the provider's count when it has
+        one): the estimate of that same request against it, so a cut is judged in the
+        units that found the request too long, not in a second, disagreeing measure.
+        """
+        if call.overflow is not None:
+            return _undercount_scale(call)
+        estimate = self.estimator.estimate_request(call.request)
+        return tokens / estimate if tokens > 0 and estimate > 0 else 1.0
 
     def _fitting_cut(
         self,
@@ -290,7 +296,8 @@ class SummarizationMiddleware(PassThrough):
         there is to send.
         """
         window = _window(call, self.profile)
-        for limit in (int(window * TARGET_AFTER_FRAC), self.profile.trigger_tokens, window):
+        target = min(int(window * self.profile.target_frac), self.profile.trigger_tokens)
+        for limit in (target, self.profile.trigger_tokens, window):
             for minimum in dict.fromkeys((at_least, 0)):
                 with contextlib.suppress(CannotFitError):
                     return drop_oldest_groups(
@@ -362,6 +369,31 @@ def _kept_from(call: ModelCall, index: int) -> int:
     if index < len(call.seqs):
         return _seq_at(call, index)
     return max((m.seq for m in call.stored), default=0) + 1
+
+
+def _evicted_request(call: ModelCall, kept_from_seq: int) -> str | None:
+    """The text of the user message that started this turn, when a cut at ``kept_from_seq``
+    leaves it out of the request; ``None`` when the kept messages still hold it.
+
+    A cut falls on an assistant message, so a turn that is one user message followed by
+    dozens of tool rounds (SWE-agent, OpenHands, long Claude Code turns) loses that message
+    on its first compaction: the head quotes it from then on. An earlier cut of this turn
+    already took it out of ``call.stored``; the record of that cut carries it.
+    """
+    opening = next((m for m in call.stored if m.turn == call.turn), None)
+    if opening is None or not _opens_a_turn(opening.message):
+        previous = call.state.state.latest
+        same_turn = previous is not None and previous.at_turn == call.turn
+        return previous.user_request if same_turn and previous is not None else None
+    if opening.seq >= kept_from_seq:
+        return None
+    text = opening.message.text()
+    return text if text.strip() else None
+
+
+def _opens_a_turn(message: Message) -> bool:
+    """A user message that is not tool results: what the user said to start a turn."""
+    return message.role == "user" and not any(message.tool_results())
 
 
 def _stored_before(call: ModelCall, kept_from_seq: int) -> tuple[StoredMessage, ...]:

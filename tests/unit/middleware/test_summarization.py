@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import itertools
+import json
+import math
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from shared.compaction.extractive import ExtractiveSummarizer
 from shared.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
 from shared.compaction.validate import Violation
-from shared.core.errors import ProviderError
+from shared.core.errors import ConfigError, ProviderError
 from shared.core.messages import Message
 from shared.history.paths import conversation_history_path
 from shared.middleware.observer import NullObserver
@@ -225,3 +229,91 @@ def test_run_state_stays_small_however_many_compactions(tmp_path: Path) -> None:
     assert latest.compaction_count == len(records)
     assert len(latest.compactions) <= 2  # this turn's own, not the session's history
     assert len(latest.model_dump_json()) < 3 * len(records[-1].model_dump_json())
+
+
+# -- the turn's own request stays verbatim (issue 14, defect 2) ---------------------------
+
+TASK = "TASK-7731: fix the off-by-one in /work/src/pager.py and keep `page_size` at 25."
+
+
+def working_turn(agent: Any, provider: Any, session: str, calls: int) -> Any:
+    """One user message, then ``calls`` tool rounds in the same turn (SWE-agent style)."""
+    for i in range(calls):
+        provider.push(
+            tool_reply(("write_file", {"path": f"/work/step_{i}.txt", "content": "x " * 600}))
+        )
+    provider.push(text_reply("done"))
+    return agent.loop.run_turn(session, TASK)
+
+
+def test_the_turns_request_is_in_every_request_of_a_long_working_turn(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path, tool_arg_max_tokens=100_000)
+    result = working_turn(agent, provider, "s", 40)
+    assert result.tool_calls == 40
+    records = agent.loop.store.latest_state("s").compactions
+    assert records, "the turn never compacted: the test proves nothing"
+    for sent in provider.requests:
+        assert TASK in json.dumps(sent.to_api())
+
+
+def test_the_request_of_an_earlier_turn_may_go_but_the_current_one_stays(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path, tool_arg_max_tokens=100_000)
+    chat(agent, provider, "s", 10)
+    working_turn(agent, provider, "s", 30)
+    compacted = [r for r in provider.requests if r.messages[0].role == "user"]
+    sent_after = provider.requests[-31:]
+    assert compacted and all(TASK in json.dumps(r.to_api()) for r in sent_after)
+
+
+def test_keep_frac_is_honoured_by_a_summary(tmp_path: Path) -> None:
+    # Half the messages kept: more than the post-compaction target holds, and still kept.
+    agent, provider = build(tmp_path, tool_arg_max_tokens=100_000, context_keep_frac=0.5)
+    sizes: list[tuple[int, int]] = []
+    original = middleware(agent)._summarize
+
+    def spy(call: Any, reason: Any, tokens: int, plan: Any) -> Any:
+        total = len(call.request.messages) - plan.first_real
+        sizes.append((total, len(call.request.messages) - plan.boundary))
+        return original(call, reason, tokens, plan)
+
+    middleware(agent)._summarize = spy  # type: ignore[method-assign]
+    working_turn(agent, provider, "s", 40)
+    assert sizes
+    keep_frac = agent.profile.keep_frac
+    assert keep_frac is not None
+    for total, kept in sizes:
+        assert kept >= math.ceil(total * keep_frac - 1e-9)
+
+
+def test_the_post_compaction_target_is_a_setting(tmp_path: Path) -> None:
+    assert make_settings(tmp_path).context_target_frac == 0.60
+    with pytest.raises(ConfigError, match="HANGO_CONTEXT_TARGET_FRAC"):
+        make_settings(tmp_path, context_target_frac=1.5)
+    afters: dict[float, list[int]] = {}
+    for frac in (0.3, 0.6):
+        agent, provider = build(tmp_path / str(frac), context_target_frac=frac)
+        assert agent.profile.target_tokens == int(6000 * frac)
+        # A failing offload leaves only mechanical truncation, which aims at the target.
+        ports = Recording(InlineOffloader(agent.history), fail_offload=True)
+        middleware(agent).offloader = ports
+        records = [c for r in chat(agent, provider, "s", 16) for c in r.compactions]
+        afters[frac] = [r.tokens_after for r in records]
+    assert afters[0.3] and all(after <= 1800 for after in afters[0.3])
+    assert any(after > 1800 for after in afters[0.6])
+
+
+def test_a_request_that_cannot_fit_beside_the_newest_group_is_left_to_the_summary(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent, provider = build(tmp_path, tool_arg_max_tokens=100_000)
+    big_task = TASK + " Context: " + "requirement " * 800
+    for i in range(6):
+        provider.push(
+            tool_reply(("write_file", {"path": f"/work/big_{i}.txt", "content": "x " * 3000}))
+        )
+    provider.push(text_reply("done"))
+    result = agent.loop.run_turn("s", big_task)
+    assert result.tool_calls == 6
+    assert "does not fit beside the newest tool group" in caplog.text
+    for sent in provider.requests:
+        assert middleware(agent).estimator.estimate_request(sent) <= 6000
