@@ -6,6 +6,7 @@
     hango sessions list|show    the sessions, their counters and compaction records
     hango history SESSION       a session's offloaded history
     hango migrate               bring the database schema up to date
+    hango worker [OPTIONS]      the Celery worker pool, restarted when it dies
 
 Each command is a thin shell in its own module, imported only when that command runs
 (``hango --help`` stays fast). A failure prints one line (what was wrong, which input,
@@ -111,7 +112,10 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_command_in(words))
-    args = parser.parse_args(words)
+    args, extra = parser.parse_known_args(words)
+    if extra and not getattr(args, "passthrough", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra  # `hango worker` hands its options to celery
     run: Runner | None = getattr(args, "run", None)
     if run is None:
         parser.print_help(sys.stderr)

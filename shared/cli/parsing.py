@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sessions": ("sessions", "list sessions, or show one"),
     "history": ("sessions", "print a session's offloaded history"),
     "migrate": ("sessions", "upgrade the database schema (Alembic)"),
+    "worker": ("worker", "run a Celery worker pool, started again when it dies"),
 }
 
 _ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")

@@ -9,7 +9,10 @@ expects. The reliability choices follow Celery 5.7 on Redis:
 - time limits nested below the visibility timeout, because a task still running when
   the timeout passes is redelivered *while it runs* (duplicates);
 - a hard-timed-out or failed task is acked, not requeued forever;
-- task events on, so Flower shows tasks from publish to result.
+- task events on, so Flower shows tasks from publish to result;
+- kombu's Redis transport with a channel close that survives a Redis restart
+  (:mod:`shared.queue.redis_transport`), and running tasks not cancelled when the broker
+  connection drops: the task finishes and its late ack reaches the restarted Redis.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from kombu import Exchange, Queue
 
 from shared.core.errors import ConfigError
 from shared.core.settings import Settings, env_name
+from shared.queue import redis_transport
 
 SUMMARIZE_QUEUE = "summarize"
 OFFLOAD_QUEUE = "offload"
@@ -75,6 +79,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     """Every Celery setting of the product (keys as in ``app.conf``)."""
     check_time_limits(settings)
     url = redis_url_of(settings)
+    redis_transport.install()
     visibility = int(settings.queue_visibility_timeout)
     transport_options = {
         "visibility_timeout": visibility,
@@ -106,7 +111,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_prefetch_multiplier": 1,
         "task_soft_time_limit": settings.worker_soft_time_limit,
         "task_time_limit": settings.worker_time_limit,
-        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        # Cancelling on a lost connection (with the result backend down too) is handled as
+        # a revoke and acked: the job is dropped. Left running, it finishes and its late
+        # ack reaches the restarted Redis; a blip may requeue it meanwhile, a concurrent
+        # duplicate that the job's lease and first-writer-wins commit make harmless.
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
         "worker_soft_shutdown_timeout": min(30.0, settings.worker_time_limit),
         "worker_send_task_events": True,
         "task_send_sent_event": True,
