@@ -53,8 +53,10 @@ from shared.cli.transcripts import Transcript, load_transcript
 from shared.cli.wiring import anthropic_provider, history_file, instrumented, telemetry, with_window
 from shared.compaction.extractive import ExtractiveSummarizer
 from shared.core.errors import ConfigError
+from shared.core.messages import Request
 from shared.core.profiles import Profiles
 from shared.core.settings import Settings, load_settings
+from shared.cost.meter import CacheMeter, cache_json, estimated_sizes
 from shared.history.paths import conversation_history_path
 from shared.tokens import make_estimator
 from shared.wiring.agent import Agent, build_agent
@@ -117,15 +119,23 @@ def run(args: argparse.Namespace) -> int:
                 system_prompt=transcript.system,
             )
             session_id = replay_session_id(args.transcript, agent)
+            meter = CacheMeter(agent.profile, estimated_sizes(estimator))
+
+            def on_call(request: Request) -> None:
+                meter.add(request)
+                if dump is not None:
+                    _write_line(dump, request.to_api())
+
             outcome = replay_transcript(
                 agent,
                 replies,
                 transcript,
                 session_id=session_id,
                 estimator=estimator,
-                on_call=(lambda request: _write_line(dump, request.to_api())) if dump else None,
+                on_call=on_call,
             )
             report = replay_report(args, settings, agent, transcript, session_id, outcome, stats)
+            report["cache"] = cache_json(meter.report, agent.profile.price)
             agent.store.engine.dispose()
     if args.json:
         print_json(report)

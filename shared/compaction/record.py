@@ -49,7 +49,10 @@ class RunState(BaseModel):
     """The run's private state.
 
     ``latest`` is the record the outgoing request is built from; ``compactions`` are the
-    records this run (turn) made; ``compaction_count`` counts them over the session. Each
+    records this run (turn) made; ``compaction_count`` counts them over the session;
+    ``truncated_before_seq`` is the sticky tool-argument truncation decision (every
+    stored message before it is sent truncated, so the cached prefix changes only when
+    it moves). Each
     run carries forward only the latest record and the count, so the state saved on every
     model call stays small however long the session grows; the full list of records is
     the union of every run's ``compactions``.
@@ -61,6 +64,7 @@ class RunState(BaseModel):
     compactions: tuple[CompactionRecord, ...] = ()
     compaction_count: int = 0
     force_compaction: CompactionReason | None = None
+    truncated_before_seq: int = 0
 
     def with_compaction(self, record: CompactionRecord) -> RunState:
         return self.model_copy(
@@ -71,6 +75,10 @@ class RunState(BaseModel):
                 "force_compaction": None,
             }
         )
+
+    def truncating_before(self, seq: int) -> RunState:
+        """Tool arguments of every message before ``seq`` are sent truncated from now on."""
+        return self.model_copy(update={"truncated_before_seq": max(seq, self.truncated_before_seq)})
 
     def forcing(self, reason: CompactionReason | None) -> RunState:
         return self.model_copy(update={"force_compaction": reason})

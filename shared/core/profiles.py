@@ -1,4 +1,4 @@
-"""Model profiles: each model's window and when to compact it.
+"""Model profiles: each model's window, when to compact it, its prices and cache minimum.
 
 A profile is resolved from three layers, most specific first:
 
@@ -15,17 +15,48 @@ the last 6 messages. That is logged once per unknown model, not once per call.
 Dated ids (``claude-sonnet-4-5-20250929``, ``claude-sonnet-4-5@20250929``) resolve to
 their base id. The table is a seed (research note A5); windows change, so an override
 always wins.
+
+Each profile also carries the model's :class:`~shared.core.price.Price` and its minimum
+cacheable prefix (an override may set either). Those two tables are looked up by *rate
+key*: the id without a snapshot date and without a bracketed variant (``[1m]``), a
+stricter form of prefix matching, so ``claude-opus-5-5`` never silently inherits
+``claude-opus-5``'s rates. Sources, all prices in USD per million tokens:
+
+- Opus 4 / 4.1 / 4.5 / 4.6 / 4.7 / 4.8 / 5, Sonnet 4 / 3.7, Haiku 3.5 / 3: the model
+  pricing table of https://platform.claude.com/docs/en/about-claude/pricing (Haiku 3's
+  cache rates are printed rounded there: $0.30 write, $0.03 read);
+- Sonnet 4.5 / 4.6 ($3 / $15) and Haiku 4.5 ($1 / $5): the comparison tables of the model
+  overview pages; their cache rates follow the standard multipliers;
+- Opus 5.5, Sonnet 5, Sonnet 5.5, Haiku 5.5: the model overview pages
+  (``platform.claude.com/docs/.../models/<model>/overview``). Opus 5.5 reads the cache at
+  0.05x, not 0.1x. Sonnet 5.5's cache read was cut from $0.20 to $0.10 on 2026-10-07 (as
+  reported by independent price trackers that follow the pricing page, e.g.
+  kurofune/claudit v1.9.2). Haiku 5.5 is priced in two bands; the table holds the band
+  for prompts up to 100,000 tokens (above it every token costs 5x: not modelled), with
+  the $0.01 cache read taken from the same trackers;
+- the minimum cacheable prefix: the prompt-caching docs
+  (https://platform.claude.com/docs/en/build-with-claude/prompt-caching) for the current
+  models; Sonnet 3.7 and Haiku 3 / 3.5 from the docs' earlier list (quoted in
+  anthropics/anthropic-sdk-python#1194). Third-party tables disagree on some (e.g.
+  Sonnet 4.6 = 2,048): an override wins.
+
+A model the price table does not know is priced as a Sonnet 4.x (:data:`FALLBACK_PRICE`,
+the middle tier) and gets :data:`DEFAULT_MIN_CACHEABLE_TOKENS`; prices change, so the
+profile says whether its price is known.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from shared.core.price import Price
 from shared.core.settings import ProfileOverride, Settings
 
 log = logging.getLogger(__name__)
@@ -53,7 +84,75 @@ BUILTIN_WINDOWS: Mapping[str, int] = {
     "claude-haiku-5-5": _1M,
 }
 
+
+def _rates(base_input: float, cache_write_5m: float, cache_read: float, output: float) -> Price:
+    return Price(
+        base_input=base_input, cache_write_5m=cache_write_5m, cache_read=cache_read, output=output
+    )
+
+
+_OPUS_4_5_PLUS = _rates(5.0, 6.25, 0.50, 25.0)
+_OPUS_4 = _rates(15.0, 18.75, 1.50, 75.0)
+_SONNET_4 = _rates(3.0, 3.75, 0.30, 15.0)
+
+# USD per million tokens, by rate key (see the module docstring for each row's source).
+PRICES: Mapping[str, Price] = {
+    "claude-opus-5-5": _rates(4.0, 5.0, 0.20, 20.0),
+    "claude-opus-5": _OPUS_4_5_PLUS,
+    "claude-opus-4-8": _OPUS_4_5_PLUS,
+    "claude-opus-4-7": _OPUS_4_5_PLUS,
+    "claude-opus-4-6": _OPUS_4_5_PLUS,
+    "claude-opus-4-5": _OPUS_4_5_PLUS,
+    "claude-opus-4-1": _OPUS_4,
+    "claude-opus-4-0": _OPUS_4,
+    "claude-opus-4": _OPUS_4,
+    "claude-sonnet-5-5": _rates(2.0, 2.50, 0.10, 10.0),
+    "claude-sonnet-5": _rates(2.0, 2.50, 0.20, 10.0),
+    "claude-sonnet-4-6": _SONNET_4,
+    "claude-sonnet-4-5": _SONNET_4,
+    "claude-sonnet-4-0": _SONNET_4,
+    "claude-sonnet-4": _SONNET_4,
+    "claude-3-7-sonnet": _SONNET_4,
+    "claude-haiku-5-5": _rates(0.10, 0.125, 0.01, 0.50),
+    "claude-haiku-4-5": _rates(1.0, 1.25, 0.10, 5.0),
+    "claude-3-5-haiku": _rates(0.80, 1.0, 0.08, 4.0),
+    "claude-3-haiku": _rates(0.25, 0.30, 0.03, 1.25),
+}
+
+# A model the price table does not know is priced as a Sonnet 4.x (the middle tier).
+FALLBACK_PRICE = _SONNET_4
+
+# Minimum cacheable prefix in tokens, by rate key (see the module docstring).
+MIN_CACHEABLE_TOKENS: Mapping[str, int] = {
+    "claude-opus-5": 512,
+    "claude-fable-5": 512,
+    "claude-fable-5-1": 512,
+    "claude-mythos-5": 512,
+    "claude-mythos-5-1": 512,
+    "claude-opus-4-8": 1024,
+    "claude-sonnet-5": 1024,
+    "claude-sonnet-4-6": 1024,
+    "claude-sonnet-4-5": 1024,
+    "claude-opus-4-1": 1024,
+    "claude-opus-4-0": 1024,
+    "claude-opus-4": 1024,
+    "claude-sonnet-4-0": 1024,
+    "claude-sonnet-4": 1024,
+    "claude-3-7-sonnet": 1024,
+    "claude-opus-4-7": 2048,
+    "claude-3-5-haiku": 2048,
+    "claude-3-haiku": 2048,
+    "claude-opus-4-6": 4096,
+    "claude-opus-4-5": 4096,
+    "claude-haiku-4-5": 4096,
+}
+
+# For a model not in that table (e.g. Opus 5.5, Sonnet 5.5, Haiku 5.5, unverified): the
+# most common documented value.
+DEFAULT_MIN_CACHEABLE_TOKENS = 1024
+
 _DATE_SUFFIX = re.compile(r"[-@]\d{8}$")
+_VARIANT_SUFFIX = re.compile(r"\[[^\]]*\]$")
 
 
 def base_model_id(model: str) -> str:
@@ -61,12 +160,31 @@ def base_model_id(model: str) -> str:
     return _DATE_SUFFIX.sub("", model.strip())
 
 
+def rate_key(model: str) -> str:
+    """The id prices are looked up by: ``claude-sonnet-4-5-20250929[1m]`` -> ``claude-sonnet-4-5``.
+
+    A bracketed variant changes the window, not the rates or the cache minimum.
+    """
+    return base_model_id(_VARIANT_SUFFIX.sub("", model.strip()))
+
+
+def known_price(model: str) -> Price | None:
+    """The model's rates from the built-in table, or ``None`` when it does not know them."""
+    return PRICES.get(rate_key(model))
+
+
+def min_cacheable_tokens(model: str) -> int:
+    """The model's built-in minimum cacheable prefix, or the documented default."""
+    return MIN_CACHEABLE_TOKENS.get(rate_key(model), DEFAULT_MIN_CACHEABLE_TOKENS)
+
+
 @dataclass(frozen=True)
 class ModelProfile:
-    """When to compact one model's requests and how much to keep.
+    """When to compact one model's requests, how much to keep, and what a call costs.
 
     Exactly one of ``keep_frac`` (a fraction of the messages) and ``keep_last`` (a fixed
-    number of messages, used by the unknown-model fallback) is set.
+    number of messages, used by the unknown-model fallback) is set. ``price_known`` says
+    whether ``price`` came from the table or an override rather than the fallback.
     """
 
     model: str
@@ -78,6 +196,9 @@ class ModelProfile:
     keep_last: int | None = None
     # Where a mechanical truncation aims, as a share of the window (HANGO_CONTEXT_TARGET_FRAC).
     target_frac: float = 0.60
+    price: Price = FALLBACK_PRICE
+    price_known: bool = False
+    min_cacheable_tokens: int = DEFAULT_MIN_CACHEABLE_TOKENS
 
     def __post_init__(self) -> None:
         if self.max_input_tokens <= 0:
@@ -92,6 +213,8 @@ class ModelProfile:
             raise ValueError(f"{self.model}: keep_last must be at least 1")
         if not 0 < self.target_frac < 1:
             raise ValueError(f"{self.model}: target_frac must be in (0, 1)")
+        if self.min_cacheable_tokens < 0:
+            raise ValueError(f"{self.model}: min_cacheable_tokens must not be negative")
 
     @property
     def trigger_tokens(self) -> int:
@@ -171,6 +294,12 @@ class Profiles:
     def _build(self, model: str) -> ModelProfile:
         base = base_model_id(model)
         override = self._overrides.get(model) or self._overrides.get(base)
+        profile = self._window_profile(model, base, override)
+        return dataclasses.replace(profile, **_rates_of(model, override))
+
+    def _window_profile(
+        self, model: str, base: str, override: ProfileOverride | None
+    ) -> ModelProfile:
         if override is not None:
             return self._profile(
                 model,
@@ -211,3 +340,15 @@ class Profiles:
             known=True,
             target_frac=self._target_frac,
         )
+
+
+def _rates_of(model: str, override: ProfileOverride | None) -> dict[str, Any]:
+    """The profile's price and cache minimum: the override's, else the built-in tables'."""
+    price = override.price if override is not None else None
+    minimum = override.min_cacheable_tokens if override is not None else None
+    table_price = known_price(model)
+    return {
+        "price": price or table_price or FALLBACK_PRICE,
+        "price_known": price is not None or table_price is not None,
+        "min_cacheable_tokens": min_cacheable_tokens(model) if minimum is None else minimum,
+    }

@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from shared.core.errors import ConfigError
+from shared.core.price import Price
 
 ENV_PREFIX = "HANGO_"
 APP_NAME = "hango"
@@ -54,6 +55,9 @@ class ProfileOverride(BaseModel):
     trigger_frac: float | None = Field(default=None, gt=0, le=1)
     keep_frac: float | None = Field(default=None, gt=0, lt=1)
     summarizer_model: ModelName | None = None
+    # USD per million tokens: {"base_input", "cache_write_5m", "cache_read", "output"}.
+    price: Price | None = None
+    min_cacheable_tokens: int | None = Field(default=None, ge=0, strict=True)
 
 
 class Settings(BaseSettings):
@@ -77,6 +81,7 @@ class Settings(BaseSettings):
     context_keep_frac: float = Field(default=0.10, gt=0, lt=1)
     context_target_frac: float = Field(default=0.60, gt=0, lt=1)
     tool_arg_max_tokens: int = Field(default=2000, gt=0)
+    tool_arg_clear_at_least: int = Field(default=10_000, ge=0)
     tool_result_offload_tokens: int = Field(default=20000, gt=0)
     estimator: Literal["tiktoken", "heuristic"] = "tiktoken"
 

@@ -26,7 +26,8 @@ research note ``research/anthropic-api-and-condensers.md`` section A2, "[A2]" be
   20 positions before it, a run of consecutive ``tool_use`` or ``tool_result`` blocks
   counting as one position [A2]; the longest hit over all breakpoints is read.
 - A prefix shorter than the model's minimum cacheable length is neither read nor
-  written, and raises no error [A2] (:data:`MIN_CACHEABLE_TOKENS`).
+  written, and raises no error [A2] (the minimum is in the model's profile:
+  ``ModelProfile.min_cacheable_tokens``).
 - Usage [A2]: ``cache_read`` = the hit's prefix; ``cache_creation`` = from the end of the
   hit to the last breakpoint; ``input_tokens`` = everything after the last breakpoint.
 - The 5-minute TTL, refreshed by each hit [A2], when the caller passes timestamps. An
@@ -60,43 +61,12 @@ from shared.core.messages import (
     ToolResultBlock,
     Usage,
 )
-from shared.cost.prices import Price, model_key
+from shared.core.price import Price
+from shared.core.profiles import DEFAULT_MIN_CACHEABLE_TOKENS, ModelProfile
 
 MAX_BREAKPOINTS = 4  # [A2]
 LOOKBACK_POSITIONS = 20  # [A2]
 DEFAULT_TTL_SECONDS = 300.0  # 5 minutes [A2]
-
-# Minimum cacheable prefix in tokens, by base model id. [A2] for the current models;
-# Sonnet 3.7 and Haiku 3 / 3.5 from the docs' earlier list (quoted in
-# anthropics/anthropic-sdk-python#1194). Third-party tables disagree on some (e.g.
-# Sonnet 4.6 = 2,048), so PrefixCache takes the value as a parameter.
-MIN_CACHEABLE_TOKENS: Mapping[str, int] = {
-    "claude-opus-5": 512,
-    "claude-fable-5": 512,
-    "claude-fable-5-1": 512,
-    "claude-mythos-5": 512,
-    "claude-mythos-5-1": 512,
-    "claude-opus-4-8": 1024,
-    "claude-sonnet-5": 1024,
-    "claude-sonnet-4-6": 1024,
-    "claude-sonnet-4-5": 1024,
-    "claude-opus-4-1": 1024,
-    "claude-opus-4-0": 1024,
-    "claude-opus-4": 1024,
-    "claude-sonnet-4-0": 1024,
-    "claude-sonnet-4": 1024,
-    "claude-3-7-sonnet": 1024,
-    "claude-opus-4-7": 2048,
-    "claude-3-5-haiku": 2048,
-    "claude-3-haiku": 2048,
-    "claude-opus-4-6": 4096,
-    "claude-opus-4-5": 4096,
-    "claude-haiku-4-5": 4096,
-}
-
-# For a model not in the table (e.g. Opus 5.5, Sonnet 5.5, Haiku 5.5, unverified):
-# the most common documented value.
-DEFAULT_MIN_CACHEABLE_TOKENS = 1024
 
 # What the caller's size function measures: a tool definition or a content block
 # (system blocks are text blocks).
@@ -104,11 +74,6 @@ WireBlock = ToolDefinition | ContentBlock
 SizeOf = Callable[[WireBlock], int]
 
 _RUN_KINDS = frozenset({"tool_use", "tool_result"})
-
-
-def min_cacheable_tokens(model: str) -> int:
-    """The model's minimum cacheable prefix, or :data:`DEFAULT_MIN_CACHEABLE_TOKENS`."""
-    return MIN_CACHEABLE_TOKENS.get(model_key(model), DEFAULT_MIN_CACHEABLE_TOKENS)
 
 
 class TooManyBreakpointsError(ValueError):
@@ -261,9 +226,11 @@ class PrefixCache:
         self._last_used: dict[str, float | None] = {}
 
     @classmethod
-    def for_model(cls, model: str, *, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> PrefixCache:
-        """A cache with the model's minimum cacheable length."""
-        return cls(min_tokens=min_cacheable_tokens(model), ttl_seconds=ttl_seconds)
+    def for_profile(
+        cls, profile: ModelProfile, *, ttl_seconds: float = DEFAULT_TTL_SECONDS
+    ) -> PrefixCache:
+        """A cache with the minimum cacheable length of the model's profile."""
+        return cls(min_tokens=profile.min_cacheable_tokens, ttl_seconds=ttl_seconds)
 
     def __len__(self) -> int:
         """How many prefixes are held (expired ones included until next looked up)."""

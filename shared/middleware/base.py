@@ -61,6 +61,9 @@ class StateHolder:
     def record(self, record: CompactionRecord) -> None:
         self.state = self.state.with_compaction(record)
 
+    def truncate_before(self, seq: int) -> None:
+        self.state = self.state.truncating_before(seq)
+
     def force(self, reason: CompactionReason | None) -> None:
         self.state = self.state.forcing(reason)
 

@@ -1,26 +1,42 @@
-"""Prompt-cache breakpoints: the stable system prefix and the summary message.
+"""Prompt-cache breakpoints that roll with the conversation.
 
-Where the breakpoint goes is decided during assembly, not guessed at call time:
-``contribute`` runs at this middleware's position in the chain and records
-``stable_system_index = len(assembly.system) - 1`` on the assembly, so blocks contributed
-by later middleware (memory, which changes every turn) land after the breakpoint by
-construction. The loop hands the finished assembly to the call as ``call.assembly``;
-``wrap`` reads the recorded index from there. (The index
-travels with the call rather than living on this instance, so one middleware instance
-can serve concurrent sessions.)
+Every call re-sends the whole conversation; the provider bills a prompt token read from
+its prefix cache at a tenth of the base price, so the breakpoints decide most of a long
+session's input cost. They go, in order of value, on:
 
-``wrap`` sets ``cache_control`` on that system block and, when a compacted history opens
-with the summary message, on the summary's last block: the summary is the same bytes on
-every call until the next compaction, so it caches too. The API allows at most four
-breakpoints per request; existing ones (tools, system, messages) are counted and a new
-one is skipped rather than exceed the limit. Nothing at all happens when the provider
-does not cache prompts. The request is copied, never edited.
+1. **the newest message's last block** (the rolling breakpoint): the call writes the
+   whole conversation, and the next call, which is this one plus a reply and a tool
+   result, reads it back;
+2. **a bridge**, only when needed: the last block of the message the previous call ended
+   with, when it sits 20 or more blocks before the newest one (a parallel tool batch adds
+   many blocks at once). The provider looks for a hit at most 20 blocks before a
+   breakpoint, so without the bridge consecutive calls would never meet;
+3. **the last stable system block**: tools and system are the same bytes on every call
+   (the assembly is fixed when the loop is built), so after a compaction, when every
+   message changed, this prefix is still read;
+4. **the summary (head) message**, when a compacted history opens with one: it is the
+   same bytes on every call until the next compaction.
+
+Where the system breakpoint goes is decided during assembly, not guessed at call time:
+``contribute`` records ``stable_system_index = len(assembly.system) - 1`` at this
+middleware's position in the chain, so blocks contributed by later middleware (memory,
+which changes every turn) land after it by construction. The index travels with the call
+(``call.assembly``), so one instance can serve concurrent sessions.
+
+The API allows at most four breakpoints, counting the caller's own markers and top-level
+automatic caching; a breakpoint that does not fit is skipped, lowest value first. A
+breakpoint whose prefix is estimated under the model's minimum cacheable length is
+skipped too: the provider would neither read nor write it. Nothing happens at all when
+the provider does not cache prompts. The request is copied, never edited.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeGuard
 
 from shared.compaction.validate import MAX_BREAKPOINTS, count_breakpoints
 from shared.core.messages import (
@@ -35,19 +51,37 @@ from shared.core.messages import (
     ToolUseBlock,
 )
 from shared.middleware.base import Assembly, Handler, ModelCall
+from shared.tokens.base import Estimator
 
 logger = logging.getLogger(__name__)
 
 EPHEMERAL = CacheControl(type="ephemeral")
 
+# The provider checks for a hit at a breakpoint and at most this many blocks before it.
+# Counted here block by block (a run of tool blocks is not collapsed), which can only
+# place a bridge where the provider would not strictly need one.
+LOOKBACK_BLOCKS = 20
+
 _CACHEABLE = (TextBlock, ImageBlock, ToolUseBlock, ToolResultBlock)
 
 
-class PromptCacheMiddleware:
-    """Marks the last stable system block and the summary message as cache breakpoints."""
+@dataclass(frozen=True)
+class CachePolicy:
+    """What the breakpoints need to know of the model: its minimum cacheable prefix.
 
-    def __init__(self, provider_caches: bool) -> None:
+    ``estimator`` sizes the prefixes; without one, the minimum is not checked.
+    """
+
+    min_tokens: int = 0
+    estimator: Estimator | None = None
+
+
+class PromptCacheMiddleware:
+    """Places the rolling, bridge, system and summary breakpoints on each request."""
+
+    def __init__(self, provider_caches: bool, policy: CachePolicy | None = None) -> None:
         self.provider_caches = provider_caches
+        self.policy = policy or CachePolicy()
 
     def contribute(self, assembly: Assembly) -> Assembly:
         if not self.provider_caches:
@@ -62,6 +96,7 @@ class PromptCacheMiddleware:
             call.request,
             stable_system_index=recorded_index(call),
             summary_message=call.summary_message_present,
+            policy=self.policy,
         )
         return call_next(call if request is call.request else call.evolve(request=request))
 
@@ -76,44 +111,167 @@ def recorded_index(call: ModelCall) -> int | None:
     return call.assembly.stable_system_index
 
 
+# A breakpoint target: ("system", index) or (message index, block index).
+_Target = tuple[str, int] | tuple[int, int]
+
+
 def place_breakpoints(
-    request: Request, *, stable_system_index: int | None, summary_message: bool
+    request: Request,
+    *,
+    stable_system_index: int | None,
+    summary_message: bool,
+    policy: CachePolicy | None = None,
 ) -> Request:
-    """A copy of ``request`` with the two breakpoints set, as far as the limit allows."""
-    budget = MAX_BREAKPOINTS - count_breakpoints(request)
-    update: dict[str, object] = {}
+    """A copy of ``request`` with the breakpoints set, as far as the limit allows."""
+    policy = policy or CachePolicy()
+    budget = MAX_BREAKPOINTS - count_breakpoints(request) - _automatic(request)
+    sizes = _PrefixSizes(request, policy.estimator)
+    chosen: list[_Target] = []
+    for target in _targets(request, stable_system_index, summary_message):
+        if len(chosen) >= budget:
+            break
+        if target in chosen or _already_marked(request, target):
+            continue
+        if sizes.through(target) < policy.min_tokens:
+            continue
+        chosen.append(target)
+    return _marked(request, chosen) if chosen else request
+
+
+def _automatic(request: Request) -> int:
+    """Top-level automatic caching takes one of the four slots."""
+    return 1 if (request.model_extra or {}).get("cache_control") is not None else 0
+
+
+def _targets(
+    request: Request, stable_system_index: int | None, summary_message: bool
+) -> list[_Target]:
+    """Every breakpoint worth placing, most valuable first."""
+    messages = request.messages
+    targets: list[_Target] = []
+    newest = _last_markable(messages, len(messages) - 1)
+    if newest is not None:
+        targets.append(newest)
+        bridge = _bridge(messages, newest)
+        if bridge is not None:
+            targets.append(bridge)
     system = request.system_blocks()
-    if stable_system_index is not None and 0 <= stable_system_index < len(system):
-        marked = _mark_system(system, stable_system_index, budget)
-        if marked is not None:
-            update["system"], budget = marked, budget - 1
-    if summary_message and request.messages:
-        first = _mark_last_block(request.messages[0], budget)
-        if first is not None:
-            update["messages"] = (first, *request.messages[1:])
-    return request.model_copy(update=update) if update else request
+    if _valid_index(stable_system_index, system) and _cacheable(system[stable_system_index]):
+        targets.append(("system", stable_system_index))
+    if summary_message and messages:
+        head = _last_markable(messages, 0)
+        if head is not None:
+            targets.append(head)
+    return targets
 
 
-def _mark_system(
-    system: tuple[TextBlock, ...], index: int, budget: int
-) -> tuple[TextBlock, ...] | None:
-    block = system[index]
-    if block.cache_control is not None or not block.text or budget <= 0:
+def _valid_index(index: int | None, system: Sequence[TextBlock]) -> TypeGuard[int]:
+    return index is not None and 0 <= index < len(system)
+
+
+def _last_markable(messages: Sequence[Message], index: int) -> tuple[int, int] | None:
+    """The last block of ``messages[index]`` that may carry a marker (marked or not)."""
+    if index < 0:
         return None
-    marked = block.model_copy(update={"cache_control": EPHEMERAL})
-    return (*system[:index], marked, *system[index + 1 :])
+    blocks = messages[index].blocks()
+    for position in range(len(blocks) - 1, -1, -1):
+        if _cacheable(blocks[position]):
+            return (index, position)
+    return None
 
 
-def _mark_last_block(message: Message, budget: int) -> Message | None:
+def _bridge(messages: Sequence[Message], newest: tuple[int, int]) -> tuple[int, int] | None:
+    """The end of the previous call's conversation, when the newest breakpoint cannot see it.
+
+    The previous call ended with the newest message before the latest assistant reply
+    (the reply and what answered it are what this call adds).
+    """
+    reply = next((i for i in range(newest[0], -1, -1) if messages[i].role == "assistant"), None)
+    if reply is None:
+        return None
+    previous = _last_markable(messages, reply - 1)
+    if previous is None:
+        return None
+    distance = _blocks_between(messages, previous, newest)
+    return previous if distance >= LOOKBACK_BLOCKS else None
+
+
+def _blocks_between(
+    messages: Sequence[Message], start: tuple[int, int], end: tuple[int, int]
+) -> int:
+    """How many blocks ``end`` lies after ``start`` in the flat block sequence."""
+    if start[0] == end[0]:
+        return end[1] - start[1]
+    between = sum(len(messages[i].blocks()) for i in range(start[0] + 1, end[0]))
+    return len(messages[start[0]].blocks()) - start[1] + between + end[1]
+
+
+class _PrefixSizes:
+    """Estimated tokens of the prefix through a target (0 everywhere without an estimator)."""
+
+    def __init__(self, request: Request, estimator: Estimator | None) -> None:
+        self.request = request
+        self.estimator = estimator
+        self._fixed: int | None = None
+
+    def through(self, target: _Target) -> int:
+        if self.estimator is None:
+            return 0
+        if self._fixed is None:
+            self._fixed = self.estimator.estimate_request(
+                self.request.model_copy(update={"messages": ()})
+            )
+        where = target[0]
+        if where == "system" or not isinstance(where, int):
+            return self._fixed
+        estimate = self.estimator.estimate_message
+        return self._fixed + sum(estimate(m) for m in self.request.messages[: where + 1])
+
+
+def _marked(request: Request, chosen: Sequence[_Target]) -> Request:
+    update: dict[str, object] = {}
+    system_marks = {index for where, index in chosen if where == "system"}
+    if system_marks:
+        system = request.system_blocks()
+        update["system"] = tuple(
+            _with_marker(block) if n in system_marks else block for n, block in enumerate(system)
+        )
+    by_message: dict[int, set[int]] = {}
+    for where, index in chosen:
+        if isinstance(where, int):
+            by_message.setdefault(where, set()).add(index)
+    if by_message:
+        update["messages"] = tuple(
+            _mark_blocks(message, by_message[n]) if n in by_message else message
+            for n, message in enumerate(request.messages)
+        )
+    return request.model_copy(update=update)
+
+
+def _mark_blocks(message: Message, positions: set[int]) -> Message:
     blocks = message.blocks()
-    if not blocks or budget <= 0 or not _can_mark(blocks[-1]):
-        return None
-    marked = blocks[-1].model_copy(update={"cache_control": EPHEMERAL})
-    return message.model_copy(update={"content": (*blocks[:-1], marked)})
+    marked = tuple(
+        _with_marker(block) if n in positions else block for n, block in enumerate(blocks)
+    )
+    return message.model_copy(update={"content": marked})
 
 
-def _can_mark(block: ContentBlock) -> bool:
-    if not isinstance(block, _CACHEABLE) or block.cache_control is not None:
+def _with_marker(block: ContentBlock) -> ContentBlock:
+    return block.model_copy(update={"cache_control": EPHEMERAL})
+
+
+def _cacheable(block: ContentBlock) -> bool:
+    if not isinstance(block, _CACHEABLE):
         return False
     # The API refuses cache_control on an empty text block.
     return not (isinstance(block, TextBlock) and not block.text)
+
+
+def _already_marked(request: Request, target: _Target) -> bool:
+    """A target the caller marked already: it is served without a slot of ours."""
+    where, index = target
+    if isinstance(where, int):
+        block: ContentBlock = request.messages[where].blocks()[index]
+    else:
+        block = request.system_blocks()[index]
+    return getattr(block, "cache_control", None) is not None

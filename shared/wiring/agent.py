@@ -21,7 +21,7 @@ from shared.history.base import HistoryBackend
 from shared.middleware.chain import build_chain
 from shared.middleware.filesystem import FilesystemMiddleware
 from shared.middleware.observer import LoopObserver, Observers
-from shared.middleware.prompt_cache import PromptCacheMiddleware
+from shared.middleware.prompt_cache import CachePolicy, PromptCacheMiddleware
 from shared.middleware.summarization import SummarizationMiddleware
 from shared.middleware.tool_args import ToolArgTruncationMiddleware
 from shared.providers.base import Provider
@@ -85,6 +85,7 @@ def build_agent(
             profile=profile,
             estimator=estimator,
             max_tokens=settings.tool_arg_max_tokens,
+            clear_at_least=settings.tool_arg_clear_at_least,
             observer=observer,
         ),
         summarization=SummarizationMiddleware(
@@ -96,7 +97,10 @@ def build_agent(
             offloader=offloader,
             observer=observer,
         ),
-        prompt_cache=PromptCacheMiddleware(provider.capabilities.prompt_caching),
+        prompt_cache=PromptCacheMiddleware(
+            provider.capabilities.prompt_caching,
+            CachePolicy(min_tokens=profile.min_cacheable_tokens, estimator=estimator),
+        ),
     )
     loop = AgentLoop(
         store=store,

@@ -14,8 +14,9 @@ from shared.core.messages import (
     ToolUseBlock,
     Usage,
 )
+from shared.core.price import Price
+from shared.core.profiles import Profiles
 from shared.cost.cache_model import (
-    DEFAULT_MIN_CACHEABLE_TOKENS,
     CacheBlock,
     CacheLedger,
     CacheReport,
@@ -27,9 +28,7 @@ from shared.cost.cache_model import (
     checked_breakpoints,
     format_reports,
     lookback_positions,
-    min_cacheable_tokens,
 )
-from shared.cost.prices import Price
 
 MIN = 1024
 
@@ -137,23 +136,8 @@ def test_only_breakpoints_above_the_minimum_are_written() -> None:
     assert len(prefix) == 1  # the 600-token prefix at 5 was not written
 
 
-@pytest.mark.parametrize(
-    ("model", "minimum"),
-    [
-        ("claude-sonnet-4-5-20250929", 1024),
-        ("claude-opus-4-8", 1024),
-        ("claude-opus-4-7", 2048),
-        ("claude-opus-4-6", 4096),
-        ("claude-opus-4-5-20251101", 4096),
-        ("claude-haiku-4-5-20251001", 4096),
-        ("claude-opus-5", 512),
-        ("claude-3-5-haiku-20241022", 2048),
-        ("claude-haiku-5-5", DEFAULT_MIN_CACHEABLE_TOKENS),
-    ],
-)
-def test_minimum_cacheable_length_per_model(model: str, minimum: int) -> None:
-    assert min_cacheable_tokens(model) == minimum
-    assert PrefixCache.for_model(model).min_tokens == minimum
+def test_the_cache_takes_its_minimum_from_the_profile() -> None:
+    assert PrefixCache.for_profile(Profiles().resolve("claude-opus-4-6")).min_tokens == 4096
 
 
 # --- Identity -----------------------------------------------------------------------
@@ -399,7 +383,7 @@ def test_automatic_caching_needs_a_free_slot() -> None:
 
 
 def test_a_growing_conversation_reads_what_the_previous_turn_wrote() -> None:
-    prefix = PrefixCache.for_model("claude-sonnet-4-5-20250929")
+    prefix = PrefixCache.for_profile(Profiles().resolve("claude-sonnet-4-5-20250929"))
     first = conversation(TOOL_TURN, results(marked=True))
     assert prefix.simulate(blocks_from_request(first, size_of)) == CacheUsage(0, 2700, 0)
     answer = Message(role="assistant", content="Fixed.")

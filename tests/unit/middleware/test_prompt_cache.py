@@ -1,4 +1,4 @@
-"""Prompt-cache breakpoints: where they land, the four-breakpoint limit, and "off"."""
+"""Prompt-cache breakpoints: where they land, the bridge, the minimum, the limit, and "off"."""
 
 from __future__ import annotations
 
@@ -10,16 +10,21 @@ from shared.core.messages import (
     Response,
     TextBlock,
     ToolDefinition,
+    ToolResultBlock,
+    ToolUseBlock,
 )
 from shared.middleware.base import Assembly, Middleware, ModelCall, PassThrough, StateHolder
 from shared.middleware.chain import assemble, run_chain
 from shared.middleware.prompt_cache import (
     EPHEMERAL,
     MAX_BREAKPOINTS,
+    CachePolicy,
     PromptCacheMiddleware,
     count_breakpoints,
+    place_breakpoints,
 )
 from shared.providers.scripted import text_reply
+from shared.tokens.heuristic import HeuristicEstimator
 from tests.histories import assistant, user
 
 ONE_HOUR = CacheControl(type="ephemeral", ttl="1h")
@@ -106,26 +111,28 @@ def test_no_index_without_caching_or_without_system_blocks() -> None:
 # --- wrap -------------------------------------------------------------------------------
 
 
-def test_breakpoints_on_last_stable_system_block_and_summary_message() -> None:
+def test_breakpoints_on_newest_message_system_block_and_summary_message() -> None:
     built, sent = send(chain(), compacted(), summary=True)
 
     assert marked(sent.system_blocks()) == [1]
     assert sent.system_blocks()[1].cache_control == EPHEMERAL
     assert marked(sent.messages[0].blocks()) == [0]
-    assert [marked(m.blocks()) for m in sent.messages[1:]] == [[], []]
-    assert count_breakpoints(sent) == 2
+    assert [marked(m.blocks()) for m in sent.messages[1:]] == [[], [0]]
+    assert count_breakpoints(sent) == 3
     dumped = sent.to_api()
     assert dumped["system"][1]["cache_control"] == {"type": "ephemeral"}
     assert dumped["messages"][0]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert dumped["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     # The request that was built is untouched: the middleware works on a copy.
     assert count_breakpoints(built) == 0
     assert sent.messages[0].text() == built.messages[0].text()
 
 
-def test_no_summary_message_means_only_the_system_breakpoint() -> None:
+def test_without_a_summary_the_system_block_and_the_newest_message() -> None:
     _, sent = send(chain(), (user("hello"),), summary=False)
     assert marked(sent.system_blocks()) == [1]
-    assert marked(sent.messages[0].blocks()) == []
+    assert marked(sent.messages[0].blocks()) == [0]
+    assert count_breakpoints(sent) == 2
 
 
 def test_the_summary_breakpoint_goes_on_its_last_block() -> None:
@@ -140,32 +147,108 @@ def test_caching_off_changes_nothing_at_all() -> None:
     assert count_breakpoints(sent) == 0
 
 
-def test_without_the_assembly_note_only_the_summary_is_marked() -> None:
+def test_without_the_assembly_note_no_system_breakpoint() -> None:
     _, sent = send(chain(), compacted(), summary=True, with_assembly=False)
     assert marked(sent.system_blocks()) == []
     assert marked(sent.messages[0].blocks()) == [0]
+    assert marked(sent.messages[-1].blocks()) == [0]
 
 
-def test_never_more_than_four_breakpoints() -> None:
+def batch(size: int, start: int = 0) -> tuple[Message, Message]:
+    """A parallel tool batch: one reply with ``size`` tool_use blocks, and their results."""
+    ids = [f"toolu_{start + n:04d}" for n in range(size)]
+    reply = Message(
+        role="assistant",
+        content=tuple(ToolUseBlock(id=i, name="read", input={"n": i}) for i in ids),
+    )
+    results = Message(
+        role="user", content=tuple(ToolResultBlock(tool_use_id=i, content="ok") for i in ids)
+    )
+    return reply, results
+
+
+def test_a_large_parallel_batch_gets_a_bridge_to_the_previous_call() -> None:
+    reply, results = batch(12)
+    messages = (user("start"), reply, results)
+    _, sent = send(chain(), messages, summary=False)
+    # 24 blocks after the previous call's last block: the newest breakpoint alone could
+    # not see it, so that block is marked too (it is read, not written again).
+    assert marked(sent.messages[0].blocks()) == [0]
+    assert marked(sent.messages[2].blocks()) == [11]
+    assert count_breakpoints(sent) == 3
+
+
+def test_a_small_batch_needs_no_bridge() -> None:
+    reply, results = batch(9)  # 18 blocks: within the look-back
+    _, sent = send(chain(), (user("start"), reply, results), summary=False)
+    assert marked(sent.messages[0].blocks()) == []
+    assert count_breakpoints(sent) == 2
+
+
+def test_bridge_newest_system_and_summary_fill_exactly_four() -> None:
+    reply, results = batch(12)
+    messages = (user("<summary>s</summary>"), assistant("ok"), user("go"), reply, results)
+    _, sent = send(chain(), messages, summary=True)
+    assert count_breakpoints(sent) == MAX_BREAKPOINTS
+    assert [marked(m.blocks()) for m in sent.messages] == [[0], [], [0], [], [11]]
+
+
+def test_breakpoints_under_the_minimum_cacheable_length_are_not_placed() -> None:
+    def send_with(minimum: int) -> Request:
+        middleware = (
+            Contributes("You are an agent.", "## Files\nTools."),
+            PromptCacheMiddleware(True, CachePolicy(minimum, HeuristicEstimator())),
+        )
+        long_tail = user("x " * 4000)
+        return send(middleware, (user("hi"), assistant("ok"), long_tail), summary=False)[1]
+
+    sent = send_with(1024)
+    assert marked(sent.system_blocks()) == []  # a few tokens of system: under the minimum
+    assert marked(sent.messages[-1].blocks()) == [0]  # the whole request is well over it
+    assert count_breakpoints(send_with(100_000)) == 0
+    assert count_breakpoints(send_with(0)) == 2
+
+
+def test_never_more_than_four_breakpoints_the_newest_first() -> None:
     tools = tuple(
         ToolDefinition(name=f"t{n}", cache_control=EPHEMERAL if n < 2 else None) for n in range(3)
     )
-    tail = Message(role="user", content=(TextBlock(text="next", cache_control=EPHEMERAL),))
-    messages = (*compacted()[:2], tail)
+    messages = compacted()
 
-    _, sent = send(chain(), messages, summary=True, tools=tools)  # 3 exist: room for one
+    _, sent = send(chain(), messages, summary=True, tools=tools)  # 2 exist: room for two
     assert count_breakpoints(sent) == MAX_BREAKPOINTS
+    assert marked(sent.messages[-1].blocks()) == [0]
     assert marked(sent.system_blocks()) == [1]
     assert marked(sent.messages[0].blocks()) == []
 
-    full = (*tools, ToolDefinition(name="t9", cache_control=EPHEMERAL))
-    _, sent = send(chain(), messages, summary=True, tools=full)  # 4 exist: room for none
+    full = (*tools[:2], ToolDefinition(name="t8", cache_control=EPHEMERAL))
+    _, sent = send(chain(), messages, summary=True, tools=full)  # 3 exist: room for one
     assert count_breakpoints(sent) == MAX_BREAKPOINTS
+    assert marked(sent.messages[-1].blocks()) == [0]
     assert marked(sent.system_blocks()) == []
+
+    four = (*full, ToolDefinition(name="t9", cache_control=EPHEMERAL))
+    _, sent = send(chain(), messages, summary=True, tools=four)  # 4 exist: room for none
+    assert count_breakpoints(sent) == MAX_BREAKPOINTS
+
+
+def test_automatic_caching_takes_a_slot() -> None:
+    tools = tuple(ToolDefinition(name=f"t{n}", cache_control=EPHEMERAL) for n in range(3))
+    request = Request.model_validate(
+        {
+            "model": "m",
+            "max_tokens": 10,
+            "messages": [{"role": "user", "content": "hi"}],
+            "tools": [t.to_api() for t in tools],
+            "cache_control": {"type": "ephemeral"},
+        }
+    )
+    placed = place_breakpoints(request, stable_system_index=None, summary_message=False)
+    assert placed is request
 
 
 def test_an_existing_breakpoint_on_the_target_is_kept_as_is() -> None:
     summary = Message(role="user", content=(TextBlock(text="s", cache_control=ONE_HOUR),))
     _, sent = send(chain(), (summary, assistant("a"), user("b")), summary=True)
     assert sent.messages[0].blocks()[0].cache_control == ONE_HOUR  # type: ignore[union-attr]
-    assert count_breakpoints(sent) == 2
+    assert count_breakpoints(sent) == 3

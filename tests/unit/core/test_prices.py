@@ -1,20 +1,26 @@
-"""Price table and cost arithmetic: lookups by base model id, the fallback, exact costs."""
+"""Price table and cost arithmetic: lookups by rate key, the fallback, overrides, exact costs."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.core.profiles import BUILTIN_WINDOWS
-from shared.cost.prices import (
-    CACHE_READ_MULTIPLIER,
-    CACHE_WRITE_5M_MULTIPLIER,
+from shared.core.price import CACHE_READ_MULTIPLIER, CACHE_WRITE_5M_MULTIPLIER, Price
+from shared.core.profiles import (
+    BUILTIN_WINDOWS,
+    DEFAULT_MIN_CACHEABLE_TOKENS,
     FALLBACK_PRICE,
     PRICES,
-    Price,
+    Profiles,
     known_price,
-    model_key,
-    price_for,
+    min_cacheable_tokens,
+    rate_key,
 )
+from shared.core.settings import ProfileOverride, Settings
+
+
+def price_for(model: str) -> Price:
+    return Profiles().resolve(model).price
+
 
 # Rows whose cache rates are not base x 1.25 / x 0.1 (see the prices module docstring).
 NON_STANDARD_CACHE_RATES = {"claude-opus-5-5", "claude-sonnet-5-5", "claude-3-haiku"}
@@ -31,8 +37,8 @@ NON_STANDARD_CACHE_RATES = {"claude-opus-5-5", "claude-sonnet-5-5", "claude-3-ha
         ("claude-3-5-haiku-20241022", "claude-3-5-haiku"),
     ],
 )
-def test_model_key_drops_date_and_variant(model: str, key: str) -> None:
-    assert model_key(model) == key
+def test_rate_key_drops_date_and_variant(model: str, key: str) -> None:
+    assert rate_key(model) == key
 
 
 @pytest.mark.parametrize(
@@ -64,6 +70,67 @@ def test_a_newer_minor_version_does_not_inherit_its_family_price() -> None:
 def test_unknown_model_gets_the_documented_fallback() -> None:
     assert known_price("gpt-4o") is None
     assert price_for("gpt-4o") == FALLBACK_PRICE == PRICES["claude-sonnet-4-5"]
+    assert Profiles().resolve("gpt-4o").price_known is False
+    assert Profiles().resolve("claude-opus-4-6").price_known is True
+
+
+def test_an_override_sets_the_price_and_the_cache_minimum() -> None:
+    settings = Settings.model_validate(
+        {
+            "model_profiles": {
+                "local-llm": {
+                    "max_input_tokens": 32_000,
+                    "price": {
+                        "base_input": 1.0,
+                        "cache_write_5m": 2.0,
+                        "cache_read": 0.5,
+                        "output": 4.0,
+                    },
+                    "min_cacheable_tokens": 256,
+                },
+                "claude-opus-4-6": {"max_input_tokens": 50_000},
+            }
+        }
+    )
+    profiles = Profiles.from_settings(settings)
+    local = profiles.resolve("local-llm")
+    assert (local.price.cache_write_5m, local.price_known, local.min_cacheable_tokens) == (
+        2.0,
+        True,
+        256,
+    )
+    # An override of the window alone keeps the table's rates and minimum.
+    opus = profiles.resolve("claude-opus-4-6")
+    assert (opus.price, opus.min_cacheable_tokens) == (PRICES["claude-opus-4-6"], 4096)
+
+
+def test_a_bad_price_in_an_override_is_refused() -> None:
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        ProfileOverride.model_validate(
+            {
+                "max_input_tokens": 1000,
+                "price": {"base_input": -1, "cache_write_5m": 0, "cache_read": 0, "output": 0},
+            }
+        )
+
+
+@pytest.mark.parametrize(
+    ("model", "minimum"),
+    [
+        ("claude-sonnet-4-5-20250929", 1024),
+        ("claude-opus-4-8", 1024),
+        ("claude-opus-4-7", 2048),
+        ("claude-opus-4-6", 4096),
+        ("claude-opus-4-5-20251101", 4096),
+        ("claude-haiku-4-5-20251001", 4096),
+        ("claude-opus-5", 512),
+        ("claude-3-5-haiku-20241022", 2048),
+        ("claude-haiku-5-5", DEFAULT_MIN_CACHEABLE_TOKENS),
+    ],
+)
+def test_minimum_cacheable_length_per_model(model: str, minimum: int) -> None:
+    assert min_cacheable_tokens(model) == minimum
+    assert Profiles().resolve(model).min_cacheable_tokens == minimum
 
 
 def test_every_model_of_the_profile_table_has_a_price() -> None:
@@ -97,5 +164,5 @@ def test_from_base_applies_the_multipliers() -> None:
 
 
 def test_negative_rates_are_rejected() -> None:
-    with pytest.raises(ValueError, match="negative"):
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
         Price(base_input=1.0, cache_write_5m=-1.0, cache_read=0.1, output=5.0)

@@ -1,0 +1,55 @@
+"""One model's prices in USD per million tokens, and what a call's tokens cost.
+
+A core type because it is part of a model's profile (:mod:`shared.core.profiles` holds
+the table) and of a ``HANGO_MODEL_PROFILES`` entry, which the settings validate.
+
+The cache multipliers: a 5-minute cache write costs 1.25x the base input price and a
+cache read 0.1x "on most models" (Anthropic prompt-caching docs,
+https://platform.claude.com/docs/en/build-with-claude/prompt-caching).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TOKENS_PER_MTOK = 1_000_000
+
+CACHE_WRITE_5M_MULTIPLIER = 1.25
+CACHE_READ_MULTIPLIER = 0.1
+
+
+class Price(BaseModel):
+    """One model's rates in USD per million tokens (never negative, never inf or nan)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    base_input: float = Field(ge=0)
+    cache_write_5m: float = Field(ge=0)
+    cache_read: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+    @classmethod
+    def from_base(
+        cls,
+        base_input: float,
+        output: float,
+        *,
+        write_multiplier: float = CACHE_WRITE_5M_MULTIPLIER,
+        read_multiplier: float = CACHE_READ_MULTIPLIER,
+    ) -> Price:
+        """The rates of a model that follows the published cache multipliers."""
+        return cls(
+            base_input=base_input,
+            cache_write_5m=base_input * write_multiplier,
+            cache_read=base_input * read_multiplier,
+            output=output,
+        )
+
+    def input_cost(self, read: int, write: int, uncached: int) -> float:
+        """USD for a prompt split into cache reads, 5-minute cache writes and uncached tokens."""
+        per_mtok = read * self.cache_read + write * self.cache_write_5m + uncached * self.base_input
+        return per_mtok / TOKENS_PER_MTOK
+
+    def output_cost(self, output_tokens: int) -> float:
+        """USD for the generated tokens."""
+        return output_tokens * self.output / TOKENS_PER_MTOK
