@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shared.core.messages import Request, Response
+from shared.core.messages import Request, Response, TextBlock
 from shared.core.settings import Settings, load_settings
 from shared.middleware.observer import LoopObserver
 from shared.providers.base import Capabilities
 from shared.providers.scripted import Reply, ScriptedProvider, text_reply, tool_reply
 from shared.store import Store
+from shared.tools.builtin import Tool
 from shared.wiring.agent import Agent, build_agent
 
 TEST_MODEL = "test-model"
@@ -47,6 +49,8 @@ def build(
     window: int = 6000,
     caching: bool = False,
     observers: list[LoopObserver] | None = None,
+    extra_tools: Sequence[Tool] = (),
+    system_prompt: Sequence[TextBlock] = (),
     **overrides: Any,
 ) -> tuple[Agent, ScriptedProvider]:
     provider = ScriptedProvider(replies or [], capabilities=Capabilities(prompt_caching=caching))
@@ -60,6 +64,8 @@ def build(
         summarizer_provider=summarizer,
         store=store,
         observers=observers or [],
+        extra_tools=extra_tools,
+        system_prompt=system_prompt,
     )
     return agent, provider
 

@@ -16,8 +16,10 @@ outgoing message, or ``None`` for a message the pipeline made (the summary messa
 ``ModelCall.stored`` holds the original stored messages behind the outgoing ones, so the
 offload and the summary see them verbatim even after truncation shortened the copy.
 ``ModelCall.assembly`` is the fixed part the chain assembled (the prompt-cache middleware
-reads its stable system index), and ``ModelCall.overflow`` what the provider said of the
-previous attempt when this call retries after an overflow.
+reads its stable system index), ``ModelCall.overflow`` what the provider said of the
+previous attempt when this call retries after an overflow, and ``ModelCall.changed_from``
+where a truncation step changed the sent history (the prompt-cache middleware anchors a
+breakpoint just before it).
 """
 
 from __future__ import annotations
@@ -94,6 +96,9 @@ class ModelCall:
     force: CompactionReason | None = None
     assembly: Assembly | None = None
     overflow: Overflow | None = None
+    # The first outgoing message whose bytes differ from the previous call's copy, when a
+    # middleware changed early history (a truncation step): the cache is read up to it.
+    changed_from: int | None = None
 
     def evolve(self, **changes: Any) -> ModelCall:
         return dataclasses.replace(self, **changes)

@@ -14,7 +14,10 @@ session's input cost. They go, in order of value, on:
 3. **the last stable system block**: tools and system are the same bytes on every call
    (the assembly is fixed when the loop is built), so after a compaction, when every
    message changed, this prefix is still read;
-4. **the summary (head) message**, when a compacted history opens with one: it is the
+4. **an anchor before a truncation step**, on the call where the truncation middleware
+   changed early history (``ModelCall.changed_from``): the last block before the first
+   changed message, so the unchanged part is read and only the rest is written again;
+5. **the summary (head) message**, when a compacted history opens with one: it is the
    same bytes on every call until the next compaction.
 
 Where the system breakpoint goes is decided during assembly, not guessed at call time:
@@ -97,6 +100,7 @@ class PromptCacheMiddleware:
             stable_system_index=recorded_index(call),
             summary_message=call.summary_message_present,
             policy=self.policy,
+            changed_from=call.changed_from,
         )
         return call_next(call if request is call.request else call.evolve(request=request))
 
@@ -121,13 +125,14 @@ def place_breakpoints(
     stable_system_index: int | None,
     summary_message: bool,
     policy: CachePolicy | None = None,
+    changed_from: int | None = None,
 ) -> Request:
     """A copy of ``request`` with the breakpoints set, as far as the limit allows."""
     policy = policy or CachePolicy()
     budget = MAX_BREAKPOINTS - count_breakpoints(request) - _automatic(request)
     sizes = _PrefixSizes(request, policy.estimator)
     chosen: list[_Target] = []
-    for target in _targets(request, stable_system_index, summary_message):
+    for target in _targets(request, stable_system_index, summary_message, changed_from):
         if len(chosen) >= budget:
             break
         if target in chosen or _already_marked(request, target):
@@ -144,7 +149,10 @@ def _automatic(request: Request) -> int:
 
 
 def _targets(
-    request: Request, stable_system_index: int | None, summary_message: bool
+    request: Request,
+    stable_system_index: int | None,
+    summary_message: bool,
+    changed_from: int | None,
 ) -> list[_Target]:
     """Every breakpoint worth placing, most valuable first."""
     messages = request.messages
@@ -158,6 +166,10 @@ def _targets(
     system = request.system_blocks()
     if _valid_index(stable_system_index, system) and _cacheable(system[stable_system_index]):
         targets.append(("system", stable_system_index))
+    if changed_from is not None:
+        anchor = _last_markable(messages, min(changed_from, len(messages)) - 1)
+        if anchor is not None:
+            targets.append(anchor)
     if summary_message and messages:
         head = _last_markable(messages, 0)
         if head is not None:

@@ -10,12 +10,17 @@ cache from that message on, so truncation moves in steps, never call by call:
 
 * the decision is one sequence number in the run state (``truncated_before_seq``):
   every message before it is sent truncated, on every later call, for good (sticky);
-* it moves forward to the start of the keep window only when the messages it would newly
-  cover clear at least ``clear_at_least`` tokens (like the API's own ``clear_at_least``),
-  or when the request is over the trigger (a truncation is cheaper than a compaction).
+* it moves forward to the start of the keep window only once the request is past half
+  the compaction trigger, and only when the messages it would newly cover clear at least
+  ``clear_at_least`` tokens (capped at a tenth of the trigger), like the API's own
+  context editing (``trigger`` and ``clear_at_least``).
 
-So a session pays one cache write of the conversation after each step instead of one on
-every call whose keep window slid past a large tool block.
+A step changes the sent copy from the first newly truncated message on; the call says
+where (``ModelCall.changed_from``), so the prompt-cache middleware can still read
+everything before it. A session pays one cache write of the rest of the conversation
+per step instead of one on every call whose keep window slid past a large tool block,
+and while the window has room, truncation (which saves little next to a cache read at
+a tenth of the price) does not happen at all.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from shared.tokens.base import Estimator
 
 DEFAULT_CLEAR_AT_LEAST = 10_000
 """Tokens a truncation step must clear (``HANGO_TOOL_ARG_CLEAR_AT_LEAST``)."""
+
+STEP_ABOVE_TRIGGER_FRAC = 0.5
+"""Below this share of the compaction trigger, truncation never takes a step."""
 
 
 class ToolArgTruncationMiddleware(PassThrough):
@@ -49,6 +57,7 @@ class ToolArgTruncationMiddleware(PassThrough):
         self.memo = TruncationMemo()
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:
+        previous = call.state.state.truncated_before_seq
         before_seq = self._step(call)
         cut = _index_of_seq(call, before_seq)
         result = truncate_tool_args(
@@ -62,7 +71,8 @@ class ToolArgTruncationMiddleware(PassThrough):
             return call_next(call)
         self.observer.tool_args_truncated(call.session_id, call.turn, result.truncated)
         request = call.request.model_copy(update={"messages": result.messages})
-        return call_next(call.evolve(request=request))
+        changed = _index_of_seq(call, previous) if before_seq > previous else call.changed_from
+        return call_next(call.evolve(request=request, changed_from=changed))
 
     def _step(self, call: ModelCall) -> int:
         """The sequence number truncation covers up to, moved forward if this call earns it."""
@@ -82,7 +92,12 @@ class ToolArgTruncationMiddleware(PassThrough):
     def _worth_it(
         self, call: ModelCall, messages: tuple[Message, ...], start: int, end: int
     ) -> bool:
-        """Whether covering ``messages[start:end]`` clears enough, or the request needs it."""
+        """Whether covering ``messages[start:end]`` clears enough, and the request is large.
+
+        Over the trigger a step that clears too little is not taken either: the session
+        has run out of cheap room, and one compaction (one cache write) beats a small
+        step (a cache write too) on every call from now on.
+        """
         pending = messages[start:end]
         cut = truncate_tool_args(
             pending,
@@ -95,9 +110,10 @@ class ToolArgTruncationMiddleware(PassThrough):
             return False
         estimate = self.estimator.estimate_message
         saved = sum(estimate(a) - estimate(b) for a, b in zip(pending, cut.messages, strict=True))
-        if saved >= self.clear_at_least:
-            return True
-        return self.estimator.estimate_request(call.request) > self.profile.trigger_tokens
+        trigger = self.profile.trigger_tokens
+        if saved < min(self.clear_at_least, trigger // 10):
+            return False
+        return self.estimator.estimate_request(call.request) > trigger * STEP_ABOVE_TRIGGER_FRAC
 
 
 def _seq_from(call: ModelCall, index: int) -> int | None:
