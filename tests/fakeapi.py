@@ -201,6 +201,9 @@ class FakeAnthropicAPI:
     message_delay: float = 0.0
     count_delay: float = 0.0
     responder: Callable[[Body], Body] = field(default=lambda body: text_reply("ok"))
+    # Another tokenizer: the prompt's size for both endpoints and the window, with usage
+    # reporting it all as uncached input. ``None``: ``count_input_tokens`` and the cache.
+    tokenizer: Callable[[Body], int] | None = None
     requests: list[RecordedRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -297,7 +300,7 @@ class FakeAnthropicAPI:
         if problem is not None:
             return 400, _invalid(request_id, problem)
         if path == COUNT_TOKENS_PATH:
-            return 200, {"input_tokens": count_input_tokens(body)}
+            return 200, {"input_tokens": self._prompt_tokens(body)}
         return self._create(body, request_id)
 
     def _take_failure(self, path: str) -> ScriptedError | None:
@@ -308,7 +311,7 @@ class FakeAnthropicAPI:
         return None
 
     def _create(self, body: Body, request_id: str) -> tuple[int, Body]:
-        total = count_input_tokens(body)
+        total = self._prompt_tokens(body)
         if total > self.window:
             return 400, _invalid(
                 request_id, f"prompt is too long: {total} tokens > {self.window} maximum"
@@ -319,8 +322,11 @@ class FakeAnthropicAPI:
             return reply.status, reply.body(request_id)
         scripted = reply(body) if callable(reply) else reply
         with self._lock:
-            usage = self.cache.usage(body)
+            usage = self.cache.usage(body) if self.tokenizer is None else {"input_tokens": total}
         return 200, self._message(body, scripted, usage)
+
+    def _prompt_tokens(self, body: Body) -> int:
+        return count_input_tokens(body) if self.tokenizer is None else self.tokenizer(body)
 
     def _message(self, body: Body, scripted: Body, usage: Body) -> Body:
         content = scripted.get("content", [{"type": "text", "text": "ok"}])

@@ -63,7 +63,7 @@ class RecordedReplies:
     name = "replay"
 
     def __init__(self, *, window: int, estimator: Estimator) -> None:
-        self.capabilities = Capabilities(prompt_caching=True, token_counting=False)
+        self.capabilities = Capabilities(prompt_caching=True)
         self.window = window
         self.estimator = estimator
         self.requests: list[Request] = []

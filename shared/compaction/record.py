@@ -65,6 +65,14 @@ class RunState(BaseModel):
     compaction_count: int = 0
     force_compaction: CompactionReason | None = None
     truncated_before_seq: int = 0
+    # Real input tokens per estimated token, per model, learned from the provider's usage
+    # (``tokens.measure.learned_correction``); carried over so a restart keeps it.
+    token_corrections: dict[str, float] = {}
+
+    def with_correction(self, model: str, correction: float) -> RunState:
+        return self.model_copy(
+            update={"token_corrections": {**self.token_corrections, model: correction}}
+        )
 
     def with_compaction(self, record: CompactionRecord) -> RunState:
         return self.model_copy(

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.compaction.delta import changed_positions
+from shared.core.identity import changed_positions
 from shared.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
 
 ViolationKind = Literal[

@@ -9,8 +9,10 @@ what was appended.
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -59,3 +61,65 @@ def _forget(entries: dict[int, tuple[weakref.ref[Any], Any]], key: int, ref: Any
     entry = entries.get(key)
     if entry is not None and entry[0] is ref:
         entries.pop(key, None)
+
+
+# --- where a new sequence differs from the previous one ----------------------------------
+#
+# Call after call, the outgoing messages are the previous call's objects plus what was
+# appended, with now and then a few replaced (a truncated tool block, a marked summary
+# message). What is derived per message is remembered for the previous copy and redone
+# only at the positions ``changed_positions`` returns. Tuple equality compares identical
+# objects without calling ``__eq__``, so comparing two copies that share their objects
+# costs a pointer walk; halves that differ are split until the differing positions are
+# found. Objects that differ but are equal in content count as unchanged: everything
+# derived from a wire object depends on its content only.
+
+# Below this length a slice is checked element by element.
+_LEAF = 16
+
+
+def changed_positions(old: Sequence[Any], new: Sequence[Any]) -> list[int]:
+    """Positions of ``new`` whose element is not the one at that position in ``old``.
+
+    Every position past the end of ``old`` is changed. Sorted, without repeats.
+    """
+    old_t, new_t = tuple(old), tuple(new)
+    common = min(len(old_t), len(new_t))
+    changed: list[int] = []
+    _walk(old_t, new_t, 0, common, changed)
+    changed.extend(range(common, len(new_t)))
+    return changed
+
+
+def _walk(old: tuple[Any, ...], new: tuple[Any, ...], lo: int, hi: int, out: list[int]) -> None:
+    if lo >= hi or old[lo:hi] == new[lo:hi]:
+        return
+    if hi - lo <= _LEAF:
+        out.extend(i for i in range(lo, hi) if not (old[i] is new[i] or old[i] == new[i]))
+        return
+    middle = (lo + hi) // 2
+    _walk(old, new, lo, middle, out)
+    _walk(old, new, middle, hi, out)
+
+
+class RecentlyUsed(Generic[V]):
+    """Per-key state for the ``limit`` most recently used keys (sessions, in practice).
+
+    One middleware instance serves many sessions; what it remembers per session must not
+    grow with the number of sessions a long-lived worker has ever seen.
+    """
+
+    def __init__(self, limit: int = 256) -> None:
+        self._limit = limit
+        self._items: OrderedDict[str, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str, make: Callable[[], V]) -> V:
+        with self._lock:
+            value = self._items.pop(key, None)
+            if value is None:
+                value = make()
+            self._items[key] = value
+            while len(self._items) > self._limit:
+                self._items.popitem(last=False)
+            return value

@@ -101,6 +101,7 @@ class Settings(BaseSettings):
     provider_timeout: float = Field(default=120.0, gt=0)
     provider_max_retries: int = Field(default=2, ge=0)
     count_tokens_timeout: float = Field(default=2.0, gt=0)
+    count_tokens_band: float = Field(default=0.10, ge=0, le=1)
     summarizer_timeout: float = Field(default=60.0, gt=0)
     queue_deadline: float = Field(default=90.0, gt=0)
 

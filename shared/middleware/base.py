@@ -66,6 +66,10 @@ class StateHolder:
     def truncate_before(self, seq: int) -> None:
         self.state = self.state.truncating_before(seq)
 
+    def calibrate(self, model: str, correction: float) -> None:
+        """Keep the learned real-per-estimated-token figure of ``model`` in the state."""
+        self.state = self.state.with_correction(model, correction)
+
     def force(self, reason: CompactionReason | None) -> None:
         self.state = self.state.forcing(reason)
 

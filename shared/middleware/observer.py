@@ -34,6 +34,11 @@ class LoopObserver(Protocol):
 
     def tool_args_truncated(self, session_id: str, turn: int, count: int) -> None: ...
 
+    def token_figure(self, session_id: str, turn: int, source: str, correction: float) -> None:
+        """How the request's size was known (count_tokens, anchored, estimate) and the
+        learned real-per-estimated-token correction."""
+        ...
+
     def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
         """A compacted request failed validation and was replaced by mechanical truncation."""
         ...
@@ -59,6 +64,9 @@ class NullObserver:
         pass
 
     def tool_args_truncated(self, session_id: str, turn: int, count: int) -> None:
+        pass
+
+    def token_figure(self, session_id: str, turn: int, source: str, correction: float) -> None:
         pass
 
     def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
@@ -97,6 +105,10 @@ class Observers(NullObserver):
     def tool_args_truncated(self, session_id: str, turn: int, count: int) -> None:
         for observer in self._observers:
             observer.tool_args_truncated(session_id, turn, count)
+
+    def token_figure(self, session_id: str, turn: int, source: str, correction: float) -> None:
+        for observer in self._observers:
+            observer.token_figure(session_id, turn, source, correction)
 
     def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
         for observer in self._observers:

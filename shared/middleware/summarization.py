@@ -33,19 +33,35 @@ from shared.compaction.record import CompactionReason, CompactionRecord
 from shared.compaction.summary_prompt import artifact_index
 from shared.compaction.validate import Violation, validate_messages
 from shared.core.errors import CannotFitError
-from shared.core.messages import Message, Request, Response, StoredMessage
+from shared.core.identity import RecentlyUsed
+from shared.core.messages import Message, Response, StoredMessage
 from shared.core.profiles import ModelProfile
 from shared.history.paths import conversation_history_path
 from shared.middleware.base import Handler, ModelCall, PassThrough
 from shared.middleware.observer import LoopObserver, NullObserver
 from shared.providers.base import Provider
 from shared.tokens.base import Estimator
-from shared.tokens.measure import measure_input_tokens
+from shared.tokens.measure import (
+    Anchor,
+    RequestEstimate,
+    can_count_tokens,
+    learned_correction,
+    measure_input_tokens,
+    near,
+)
 
 log = logging.getLogger(__name__)
 
 # Identifiers carried in the head message's artifact index, newest last.
 MAX_ARTIFACTS = 200
+
+
+class _Figures:
+    """What the middleware remembers of one session: its running estimate and its anchor."""
+
+    def __init__(self, estimator: Estimator) -> None:
+        self.estimate = RequestEstimate(estimator)
+        self.anchor: Anchor | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +82,7 @@ class SummarizationMiddleware(PassThrough):
         offloader: HistoryOffloader,
         observer: LoopObserver | None = None,
         validator: Callable[[Sequence[Message]], list[Violation]] = validate_messages,
+        count_band: float = 0.10,
     ) -> None:
         self.profile = profile
         self.estimator = estimator
@@ -75,29 +92,79 @@ class SummarizationMiddleware(PassThrough):
         self.offloader = offloader
         self.observer = observer or NullObserver()
         self.validator = validator
+        self.count_band = count_band
+        self._figures: RecentlyUsed[_Figures] = RecentlyUsed()
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:
-        tokens = self._measure(call.request)
+        tokens = self._measure(call)
         call.state.measured(tokens)
         reason = self._reason(call, tokens)
-        if reason is None:
-            return call_next(call)
+        outgoing = call if reason is None else self._compacted(call, reason, tokens)
+        response = call_next(outgoing)
+        self._learn(outgoing, response)
+        return response
+
+    def _compacted(self, call: ModelCall, reason: CompactionReason, tokens: int) -> ModelCall:
         compacted = self._compact(call, reason, tokens)
         if reason != "truncate" and compacted.state.input_tokens > self.profile.max_input_tokens:
             # A summary that still leaves the request over the window would only earn a
             # refusal: truncate now instead of after a wasted round trip.
             compacted = self._truncate(compacted, compacted.state.input_tokens)
-        return call_next(compacted)
+        return compacted
 
-    def _measure(self, request: Request) -> int:
-        """The whole request's input tokens: counted by the provider, else estimated.
+    def _measure(self, call: ModelCall, record: CompactionRecord | None = None) -> int:
+        """The whole request's input tokens, in the provider's units.
 
-        Before and after a compaction are measured the same way, so the two figures of a
-        compaction record are in the same units.
+        Anchored when possible: the real size of the last request sent in the same context
+        (its usage) plus the corrected estimate of what changed since. The provider counts
+        only when there is no anchor (first call, after a compaction, after a restart) or
+        the anchored figure is close enough to the trigger for its error to matter; else
+        the corrected estimate. Before and after a compaction are measured the same way,
+        so the two figures of a compaction record are in the same units. ``record`` is
+        the compaction the request was just built from, before it is in the state.
         """
-        return measure_input_tokens(
-            request, estimator=self.estimator, provider=self.counter, timeout=self.count_timeout
-        ).tokens
+        figures = self._figures.get(call.session_id, lambda: _Figures(self.estimator))
+        estimate = figures.estimate(call.request)
+        correction = call.state.state.token_corrections.get(call.request.model, 1.0)
+        context = self._context(call, figures, record)
+        anchor = figures.anchor if figures.anchor and figures.anchor.context == context else None
+        figure = anchor.figure(estimate, correction) if anchor else round(estimate * correction)
+        source = "anchored" if anchor else "estimate"
+        trigger = self.profile.trigger_tokens
+        settled = anchor is not None and not near(figure, trigger, self.count_band)
+        if can_count_tokens(self.counter) and not settled:
+            measured = measure_input_tokens(
+                call.request,
+                estimator=self.estimator,
+                provider=self.counter,
+                timeout=self.count_timeout,
+            )
+            if measured.source == "count_tokens":
+                figures.anchor = Anchor(context, estimate, measured.tokens)
+                figure, source = measured.tokens, "count_tokens"
+        self.observer.token_figure(call.session_id, call.turn, source, correction)
+        return figure
+
+    def _context(
+        self, call: ModelCall, figures: _Figures, record: CompactionRecord | None = None
+    ) -> tuple[object, ...]:
+        """What an anchor must share with a request: model, compaction and fixed part."""
+        latest = record or call.state.state.latest
+        kept_from = latest.kept_from_seq if latest is not None else None
+        return (call.request.model, kept_from, figures.estimate.fixed(call.request))
+
+    def _learn(self, call: ModelCall, response: Response) -> None:
+        """The response's usage is the exact size of the request sent: anchor on it and
+        learn how far the estimate was off."""
+        real = response.usage.total_input_tokens()
+        if real <= 0:
+            return
+        figures = self._figures.get(call.session_id, lambda: _Figures(self.estimator))
+        estimate = figures.estimate(call.request)
+        model = call.request.model
+        previous = call.state.state.token_corrections.get(model)
+        call.state.calibrate(model, learned_correction(previous, estimate, real))
+        figures.anchor = Anchor(self._context(call, figures), estimate, real)
 
     def _reason(self, call: ModelCall, tokens: int) -> CompactionReason | None:
         summarized_this_turn = any(
@@ -316,7 +383,7 @@ class SummarizationMiddleware(PassThrough):
             ) from None
 
     def _commit(self, call: ModelCall, record: CompactionRecord) -> ModelCall:
-        after = self._measure(call.request)
+        after = self._measure(call, record)
         record = record.model_copy(update={"tokens_after": after})
         call.state.record(record)
         call.state.measured(after)

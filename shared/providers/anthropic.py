@@ -148,7 +148,7 @@ class AnthropicProvider:
             ) from e
         # Counting is a cheap pre-check with its own deadline: a retry would only blow it.
         self._counting_client = self._client.with_options(max_retries=0)
-        self._capabilities = Capabilities(prompt_caching=prompt_caching, token_counting=True)
+        self._capabilities = Capabilities(prompt_caching=prompt_caching)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AnthropicProvider:

@@ -2,7 +2,9 @@
 
 ``Provider.complete`` sends a request and returns the model's response, raising the
 errors of :mod:`shared.core.errors` (never an SDK exception). The optional ability to count a
-request exactly is :class:`shared.tokens.base.TokenCounter`, checked with ``isinstance``.
+request exactly is :class:`shared.tokens.base.TokenCounter` (a ``count_tokens`` method),
+checked with ``isinstance`` and declared nowhere else: a wrapper that cannot count (the
+instrumented provider around a provider that cannot) simply has no such method.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ class Capabilities:
     """What a provider can do beyond sending a request."""
 
     prompt_caching: bool = False
-    token_counting: bool = False
 
 
 class Provider(Protocol):

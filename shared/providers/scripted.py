@@ -93,7 +93,6 @@ class ScriptedCounter(ScriptedProvider):
     ``count_delay`` seconds are slept first (to exercise the caller's deadline).
     """
 
-    capabilities: Capabilities = field(default_factory=lambda: Capabilities(token_counting=True))
     count: Callable[[Request], int] = lambda request: 0
     count_error: BaseException | None = None
     count_delay: float = 0.0

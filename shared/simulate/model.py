@@ -96,9 +96,7 @@ class ScriptedCodingModel:
     # answer at once): what pre-summarization hides from the turn.
     summary_latency: float = 0.0
     name: str = "scripted"
-    capabilities: Capabilities = field(
-        default_factory=lambda: Capabilities(prompt_caching=True, token_counting=True)
-    )
+    capabilities: Capabilities = field(default_factory=lambda: Capabilities(prompt_caching=True))
     calls: int = 0
     summary_calls: int = 0
 

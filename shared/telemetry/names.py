@@ -78,6 +78,10 @@ HANGO_COMPACTION_SUMMARIZER = "hango.compaction.summarizer"
 HANGO_COMPACTION_FALLBACK_REASON = "hango.compaction.fallback_reason"
 HANGO_FS_PATH = "hango.fs.path"
 HANGO_RETRY_RUNG = "hango.retry.rung"
+# How the last request's input tokens were known (count_tokens, anchored, estimate), and the
+# learned real-per-estimated-token correction of the estimator, on the turn span.
+HANGO_TOKENS_SOURCE = "hango.tokens.source"
+HANGO_TOKENS_CORRECTION = "hango.tokens.correction"
 HANGO_REQUEST_VIOLATIONS = "hango.request.violations"
 HANGO_TASK_NAME = "hango.task.name"
 # The spec names the compaction counter's attribute plainly ``reason``.

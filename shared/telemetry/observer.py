@@ -115,6 +115,13 @@ class TelemetryObserver(NullObserver):
             self._telemetry.record(t.CONTEXT_TOOL_ARGS_TRUNCATED, count)
 
     @_never_raises
+    def token_figure(self, session_id: str, turn: int, source: str, correction: float) -> None:
+        span = self._turn_span(session_id)
+        if span is not None:
+            span.set_attribute(t.HANGO_TOKENS_SOURCE, source)
+            span.set_attribute(t.HANGO_TOKENS_CORRECTION, correction)
+
+    @_never_raises
     def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
         span = self._turn_span(session_id)
         if span is not None:

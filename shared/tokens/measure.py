@@ -1,6 +1,6 @@
 """The input-token figure that decides the trigger: counted if possible, else estimated.
 
-A provider that can count (``TokenCounter`` and ``capabilities.token_counting``) is asked
+A provider that can count (one that is a ``TokenCounter``) is asked
 first, under a real deadline: the count runs on a small shared thread pool and the
 caller waits at most ``timeout`` seconds, so a hung counter cannot stall the agent loop.
 Any failure (error, timeout, nonsense answer) falls back to the estimate, with a warning
@@ -16,7 +16,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Literal, TypeGuard
 
-from shared.core.messages import Request
+from shared.core.identity import changed_positions
+from shared.core.messages import Message, Request
 from shared.tokens.base import Estimator, TokenCounter
 
 log = logging.getLogger(__name__)
@@ -78,10 +79,8 @@ def measure_input_tokens(
 
 
 def can_count_tokens(provider: object) -> TypeGuard[TokenCounter]:
-    capabilities = getattr(provider, "capabilities", None)
-    return isinstance(provider, TokenCounter) and bool(
-        getattr(capabilities, "token_counting", False)
-    )
+    """Whether ``provider`` counts tokens: it has ``count_tokens`` (the one way to say so)."""
+    return isinstance(provider, TokenCounter)
 
 
 def _count_within(
@@ -99,3 +98,72 @@ def _count_within(
     if isinstance(counted, bool) or not isinstance(counted, int) or counted < 0:
         return None, f"count_tokens returned {counted!r}, not a token count"
     return counted, ""
+
+
+class RequestEstimate:
+    """One session's estimate of its successive requests, paying only for what changed.
+
+    The estimate of a request is its fixed part (system, tools, framing) plus the sum of
+    its messages' estimates; the per-position estimates of the last request are kept, and
+    only positions that differ from it are estimated again (:func:`changed_positions`).
+    """
+
+    def __init__(self, estimator: Estimator) -> None:
+        self.estimator = estimator
+        self._messages: tuple[Message, ...] = ()
+        self._tokens: list[int] = []
+        self._sum = 0
+
+    def fixed(self, request: Request) -> int:
+        """What the request costs before its messages (cached per block by the estimator)."""
+        return self.estimator.estimate_request(request.model_copy(update={"messages": ()}))
+
+    def __call__(self, request: Request) -> int:
+        messages = request.messages
+        removed = self._tokens[len(messages) :]
+        del self._tokens[len(messages) :]
+        self._sum -= sum(removed)
+        for index in changed_positions(self._messages, messages):
+            tokens = self.estimator.estimate_message(messages[index])
+            if index < len(self._tokens):
+                self._sum += tokens - self._tokens[index]
+                self._tokens[index] = tokens
+            else:
+                self._sum += tokens
+                self._tokens.append(tokens)
+        self._messages = messages
+        return self.fixed(request) + self._sum
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A request whose real size is known: the provider's usage or count for it.
+
+    ``estimate`` is what the estimator said of that same request; ``context`` names what
+    the next request must share with it for the anchor to hold (model, compaction, fixed
+    part): a request in another context is measured afresh.
+    """
+
+    context: tuple[object, ...]
+    estimate: int
+    real: int
+
+    def figure(self, estimate: int, correction: float) -> int:
+        """The size of a request estimated at ``estimate``: real + corrected difference."""
+        return self.real + round(correction * (estimate - self.estimate))
+
+
+def learned_correction(previous: float | None, estimate: int, real: int) -> float:
+    """Real tokens per estimated token, learned from one more (estimate, real) pair.
+
+    The latest pair weighs half, so the figure follows a tokenizer that counts more than
+    the estimator thinks (newer models count ~30% more) within a couple of calls, while
+    one odd request cannot swing it alone.
+    """
+    ratio = real / estimate if estimate > 0 else 1.0
+    return ratio if previous is None else (previous + ratio) / 2
+
+
+def near(figure: int, target: int, band: float) -> bool:
+    """Whether ``figure`` lies within ``band`` (a fraction) of ``target`` either way."""
+    return abs(figure - target) <= band * target

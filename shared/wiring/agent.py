@@ -93,6 +93,7 @@ def build_agent(
             estimator=estimator,
             counter=provider,
             count_timeout=settings.count_tokens_timeout,
+            count_band=settings.count_tokens_band,
             summarizer=summarizer,
             offloader=offloader,
             observer=observer,

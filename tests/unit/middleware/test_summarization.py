@@ -18,7 +18,6 @@ from shared.core.messages import Message
 from shared.history.paths import conversation_history_path
 from shared.middleware.observer import NullObserver
 from shared.middleware.summarization import SummarizationMiddleware
-from shared.providers.base import Capabilities
 from shared.providers.scripted import ScriptedCounter, ScriptedProvider, text_reply, tool_reply
 from shared.summarizers.offload import InlineOffloader
 from tests.agent_support import build, make_settings
@@ -179,9 +178,7 @@ def test_the_providers_count_decides_the_trigger_and_the_estimate_backs_it_up(
 ) -> None:
     # Over the trigger (170,000 of 200,000) by the provider's count, far under it by the
     # estimate: the count decides.
-    counting = ScriptedCounter(
-        count=lambda request: 180_000, capabilities=Capabilities(token_counting=True)
-    )
+    counting = ScriptedCounter(count=lambda request: 180_000)
     agent, _ = build(tmp_path / "a", window=200_000)
     from shared.wiring.agent import build_agent
 
@@ -196,7 +193,6 @@ def test_the_providers_count_decides_the_trigger_and_the_estimate_backs_it_up(
 
     failing = ScriptedCounter(
         count_error=ProviderError("count_tokens is down"),
-        capabilities=Capabilities(token_counting=True),
     )
     fallback = build_agent(
         make_settings(tmp_path / "c", window=200_000),

@@ -137,7 +137,7 @@ def test_reply_fields_the_sdk_does_not_model_are_kept(fake_api: FakeAnthropicAPI
 def test_provider_shape(fake_api: FakeAnthropicAPI) -> None:
     provider = provider_for(fake_api, prompt_caching=False)
     assert provider.name == "anthropic"
-    assert provider.capabilities == Capabilities(prompt_caching=False, token_counting=True)
+    assert provider.capabilities == Capabilities(prompt_caching=False)
     assert provider_for(fake_api).capabilities.prompt_caching is True
     assert isinstance(provider, TokenCounter)
 

@@ -39,7 +39,7 @@ from shared.tokens.framing import IMAGE_TOKENS, TOOLS_PREAMBLE
 from shared.tokens.heuristic import BYTES_PER_TOKEN
 from shared.tokens.tiktoken_estimator import TokenEncoding
 
-COUNTING = Capabilities(token_counting=True)
+PLAIN = Capabilities()
 
 
 @dataclass
@@ -265,7 +265,7 @@ def test_make_estimator_rejects_an_unknown_kind() -> None:
 
 
 def test_measure_uses_the_providers_count() -> None:
-    counter = ScriptedCounter(capabilities=COUNTING, count=lambda req: 4321)
+    counter = ScriptedCounter(count=lambda req: 4321)
     measured = measure_input_tokens(
         request(conversation(2)), estimator=HeuristicEstimator(), provider=counter, timeout=5
     )
@@ -280,21 +280,16 @@ def test_measure_uses_the_providers_count() -> None:
 def test_measure_estimates_when_the_provider_cannot_count() -> None:
     estimator = HeuristicEstimator()
     req = request(conversation(2))
-    not_a_counter = ScriptedProvider(capabilities=COUNTING)
-    counter_without_capability = ScriptedCounter(count=lambda r: 1, capabilities=Capabilities())
-    for provider in (not_a_counter, counter_without_capability):
-        measured = measure_input_tokens(req, estimator=estimator, provider=provider, timeout=5)
-        assert measured.tokens == estimator.estimate_request(req)
-        assert (measured.source, measured.fallback_reason) == ("estimate", None)
-    assert counter_without_capability.count_calls == 0
+    not_a_counter = ScriptedProvider()
+    measured = measure_input_tokens(req, estimator=estimator, provider=not_a_counter, timeout=5)
+    assert measured.tokens == estimator.estimate_request(req)
+    assert (measured.source, measured.fallback_reason) == ("estimate", None)
 
 
 def test_measure_falls_back_when_counting_fails(caplog: pytest.LogCaptureFixture) -> None:
     estimator = HeuristicEstimator()
     req = request(conversation(2))
-    counter = ScriptedCounter(
-        capabilities=COUNTING, count_error=TransientProviderError("overloaded", status=529)
-    )
+    counter = ScriptedCounter(count_error=TransientProviderError("overloaded", status=529))
     with caplog.at_level(logging.WARNING, logger="shared.tokens.measure"):
         measured = measure_input_tokens(req, estimator=estimator, provider=counter, timeout=5)
     assert (measured.tokens, measured.source) == (estimator.estimate_request(req), "estimate")
@@ -305,7 +300,7 @@ def test_measure_falls_back_when_counting_fails(caplog: pytest.LogCaptureFixture
 
 
 def test_measure_rejects_a_nonsense_count() -> None:
-    counter = ScriptedCounter(capabilities=COUNTING, count=lambda req: -5)
+    counter = ScriptedCounter(count=lambda req: -5)
     measured = measure_input_tokens(
         request(conversation(1)), estimator=HeuristicEstimator(), provider=counter, timeout=5
     )
@@ -316,7 +311,7 @@ def test_measure_rejects_a_nonsense_count() -> None:
 def test_measure_does_not_wait_for_a_slow_counter() -> None:
     estimator = HeuristicEstimator()
     req = request(conversation(2))
-    counter = ScriptedCounter(capabilities=COUNTING, count=lambda r: 1, count_delay=1.0)
+    counter = ScriptedCounter(count=lambda r: 1, count_delay=1.0)
     started = time.monotonic()
     measured = measure_input_tokens(req, estimator=estimator, provider=counter, timeout=0.05)
     elapsed = time.monotonic() - started
@@ -329,7 +324,7 @@ def test_measure_does_not_wait_for_a_slow_counter() -> None:
 class BlockedCounter:
     """A counter that hangs until released: proves the caller never waited for it."""
 
-    capabilities: Capabilities = COUNTING
+    capabilities: Capabilities = PLAIN
     started: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
 
@@ -357,14 +352,14 @@ def test_measure_rejects_a_timeout_that_is_not_a_deadline() -> None:
         measure_input_tokens(
             request(conversation(1)),
             estimator=HeuristicEstimator(),
-            provider=ScriptedCounter(capabilities=COUNTING),
+            provider=ScriptedCounter(),
             timeout=float("inf"),
         )
 
 
 def test_counting_still_works_in_a_forked_child() -> None:
     # Celery's prefork pool forks after the parent may already have counted.
-    counter = ScriptedCounter(capabilities=COUNTING, count=lambda r: 7)
+    counter = ScriptedCounter(count=lambda r: 7)
     req = request(conversation(1))
     in_parent = measure_input_tokens(
         req, estimator=HeuristicEstimator(), provider=counter, timeout=5
