@@ -8,9 +8,10 @@ body, because the duplicates that matter come from the broker (redelivery, a dea
 worker's orphaned message), not from the publisher.
 
 Retries: transient provider errors (429, 5xx, timeouts) with exponential backoff and
-jitter; a busy lease (another worker is computing the same job) a second later. Every
-countdown stays far below the visibility timeout. A job that fails for good records why,
-so waiting callers fall back at once instead of at their deadline.
+jitter, the job marked as published for the countdown so a waiting caller does not publish
+it again and cut the pause short; a busy lease (another worker is computing the same job)
+a second later. Every countdown stays far below the visibility timeout. A job that fails
+for good records why, so waiting callers fall back at once instead of at their deadline.
 """
 
 from __future__ import annotations
@@ -25,14 +26,18 @@ from celery import Task
 
 from shared.core.errors import LeaseBusyError, TransientProviderError
 from shared.core.settings import load_settings
-from shared.queue.celery_config import OFFLOAD_TASK, SUMMARIZE_TASK, WORKER_LOST_RETRY_DELAY
-from shared.queue.keys import JobKind
+from shared.queue.celery_config import (
+    OFFLOAD_TASK,
+    SUMMARIZE_TASK,
+    WORKER_LOST_RETRY_DELAY,
+    transient_countdown,
+)
+from shared.queue.keys import JobKey, JobKind
 from shared.queue.queued import job_key
 from worker.app import app
 from worker.execution import WorkerServices, record_failure, run_offload, run_summary
 
 TRANSIENT_RETRIES = 5
-RETRY_BACKOFF_MAX = 30
 LEASE_BUSY_DELAY = 1.0
 
 _KIND_OF_TASK: dict[str, JobKind] = {SUMMARIZE_TASK: "summary", OFFLOAD_TASK: "offload"}
@@ -63,6 +68,15 @@ class JobTask(Task[Any, Any]):
             exc=busy, countdown=LEASE_BUSY_DELAY, max_retries=TRANSIENT_RETRIES + budget
         )
 
+    def retry_when_transient(self, error: TransientProviderError, key: JobKey) -> Exception:
+        """Retry after a back-off that waiting callers respect; ``error`` when out of tries."""
+        if self.request.retries >= TRANSIENT_RETRIES:
+            return error
+        countdown = transient_countdown(self.request.retries)
+        current = services()
+        current.cache.hold_dispatch(key, countdown + current.settings.queue_enqueue_ttl)
+        return self.retry(exc=error, countdown=countdown, max_retries=TRANSIENT_RETRIES)
+
     def on_failure(
         self,
         exc: Exception,
@@ -80,10 +94,6 @@ class JobTask(Task[Any, Any]):
     bind=True,
     base=JobTask,
     name=SUMMARIZE_TASK,
-    autoretry_for=(TransientProviderError,),
-    retry_backoff=2,
-    retry_backoff_max=RETRY_BACKOFF_MAX,
-    retry_jitter=True,
     max_retries=TRANSIENT_RETRIES,
     ignore_result=True,
     acks_late=True,
@@ -111,6 +121,9 @@ def summarize(
         )
     except LeaseBusyError as busy:
         raise self.retry_when_busy(busy) from None
+    except TransientProviderError as error:
+        key = JobKey("summary", session_id, turn, (from_seq, to_seq), fingerprint)
+        raise self.retry_when_transient(error, key) from None
 
 
 @app.task(

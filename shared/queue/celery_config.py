@@ -18,6 +18,7 @@ expects. The reliability choices follow Celery 5.7 on Redis:
 from __future__ import annotations
 
 import itertools
+import random
 from typing import Any
 
 from kombu import Exchange, Queue
@@ -36,6 +37,20 @@ OFFLOAD_TASK = "hango.offload"
 # sent when a pool child dies mid-task. It must stay far below the visibility timeout, or
 # the waiting retry message is redelivered every timeout (Redis counts from delivery).
 WORKER_LOST_RETRY_DELAY = 1
+
+# Back-off of a task retried after a transient provider error (429, 5xx, timeout).
+RETRY_BACKOFF = 2
+RETRY_BACKOFF_MAX = 30
+
+
+def transient_countdown(retries: int, rng: random.Random | None = None) -> float:
+    """Exponential back-off with equal jitter: at least half of 2 s, 4 s, 8 s ... ≤ 30 s.
+
+    The guaranteed half keeps a retry from following a 429 at once; the random half
+    spreads the retries of many jobs that failed together.
+    """
+    ceiling: float = min(RETRY_BACKOFF_MAX, RETRY_BACKOFF * 2**retries)
+    return ceiling / 2 + (rng or random).uniform(0, ceiling / 2)
 
 
 def task_queues() -> tuple[Queue, ...]:

@@ -12,6 +12,7 @@ import uuid
 from typing import Any, Protocol
 
 from celery import Celery
+from celery.utils.dispatch import Signal
 
 from shared.core.settings import Settings
 from shared.queue.celery_config import celery_config
@@ -23,6 +24,11 @@ PUBLISH_RETRY_POLICY = {
     "interval_step": 0.2,
     "interval_max": 0.5,
 }
+
+
+publish_failed = Signal(name="hango_publish_failed")
+"""Sent when a publish raised: Celery's ``after_task_publish`` never comes for it, so a
+tracer that opened a span in ``before_task_publish`` learns here that it can close it."""
 
 
 class Dispatcher(Protocol):
@@ -48,12 +54,20 @@ class CeleryDispatcher:
         # A fresh id per publish: a re-dispatch after a dead worker must not share an id
         # with the lost message (Celery does not dedupe ids, and it confuses Flower).
         task_id = str(uuid.uuid4())
-        self.app.send_task(
-            task,
-            kwargs=kwargs,
-            task_id=task_id,
-            expires=max(1.0, expires),
-            retry=True,
-            retry_policy=PUBLISH_RETRY_POLICY,
-        )
+        try:
+            self.app.send_task(
+                task,
+                kwargs=kwargs,
+                task_id=task_id,
+                expires=max(1.0, expires),
+                retry=True,
+                retry_policy=PUBLISH_RETRY_POLICY,
+                # Results travel through the job's own key, never Celery's backend: without
+                # this every publish subscribed to a result channel, and with Redis down
+                # that subscription retried for about 20 s before the publish failed.
+                ignore_result=True,
+            )
+        except Exception as exc:
+            publish_failed.send(sender=task, task_id=task_id, exception=exc)
+            raise
         return task_id

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -39,7 +40,7 @@ from shared.history.base import HistoryBackend
 from shared.queue.celery_config import OFFLOAD_TASK, SUMMARIZE_TASK
 from shared.queue.dispatch import Dispatcher
 from shared.queue.keys import JobKey, JobKind, range_fingerprint
-from shared.queue.waiting import JobCache, WaitPolicy, await_job
+from shared.queue.waiting import DEADLINE_GRACE, Bounded, JobCache, WaitPolicy, await_job
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,18 @@ def fallback_reason(exc: Exception) -> str:
     else:
         code = REASON_BAD_RESULT
     return f"{code}: {exc}"
+
+
+# How long the commit of a fallback result may take before the turn goes on without it.
+FALLBACK_COMMIT_BOUND = 2.0
+
+
+def wait_bounded(
+    cache: JobCache, key: JobKey, publish: Callable[[float], object], policy: WaitPolicy
+) -> str:
+    """:func:`await_job`, abandoned shortly after the deadline even if Redis hangs."""
+    bound = Bounded(policy.deadline + DEADLINE_GRACE, str(key))
+    return bound(lambda: await_job(cache, key, publish, policy))
 
 
 # Everything after which the turn falls back instead of failing.
@@ -123,7 +136,7 @@ class QueuedSummarizer:
         kwargs = summarize_kwargs(job)
         key = job_key("summary", kwargs)
         try:
-            payload = await_job(
+            payload = wait_bounded(
                 self.cache,
                 key,
                 lambda remaining: self.dispatcher.dispatch(
@@ -140,10 +153,11 @@ class QueuedSummarizer:
         result = self.fallback.summarize(job)
         reasons = "; ".join(r for r in (reason, result.fallback_reason) if r)
         result = result.model_copy(update={"fallback_reason": reasons})
+        commit = Bounded(FALLBACK_COMMIT_BOUND, f"{key}: commit")
         try:
-            winner = self.cache.commit(key, result.model_dump_json())
-        except redis.RedisError:
-            return result  # nothing shared to agree with: Redis is down
+            winner = commit(lambda: self.cache.commit(key, result.model_dump_json()))
+        except (redis.RedisError, QueueDeadlineError):
+            return result  # nothing shared to agree with: Redis is down or hangs
         return SummaryResult.model_validate_json(winner)
 
 
@@ -174,7 +188,7 @@ class QueuedOffloader:
         kwargs = offload_kwargs(job)
         key = job_key("offload", kwargs)
         try:
-            payload = await_job(
+            payload = wait_bounded(
                 self.cache,
                 key,
                 lambda remaining: self.dispatcher.dispatch(OFFLOAD_TASK, kwargs, expires=remaining),
@@ -186,8 +200,9 @@ class QueuedOffloader:
         log.warning("%s: offloading in-process instead of on the queue (%s)", key, reason)
         path = self.fallback.offload(job)
         # The file is written; the cache only saves a retry of this turn the round trip.
-        with contextlib.suppress(redis.RedisError):
-            self.cache.commit(key, offload_payload(path))
+        commit = Bounded(FALLBACK_COMMIT_BOUND, f"{key}: commit")
+        with contextlib.suppress(redis.RedisError, QueueDeadlineError):
+            commit(lambda: self.cache.commit(key, offload_payload(path)))
         return path
 
     def _visible_path(self, payload: str) -> str:

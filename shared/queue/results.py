@@ -122,6 +122,16 @@ class ResultCache:
         ttl_ms = max(1, int(ttl_seconds * 1000))
         return bool(self.client.set(key.enqueue, "1", nx=True, px=ttl_ms))
 
+    def hold_dispatch(self, key: JobKey, ttl_seconds: float) -> None:
+        """Mark the job as published for ``ttl_seconds``, whoever holds the mark now.
+
+        A worker that scheduled a retry sets it for the retry's countdown plus the enqueue
+        TTL: waiting callers then leave the back-off alone instead of publishing the job
+        again at once (and calling an overloaded provider without a pause).
+        """
+        ttl_ms = max(1, int(ttl_seconds * 1000))
+        self.client.set(key.enqueue, "retry", px=ttl_ms)
+
     def release_dispatch(self, key: JobKey) -> None:
         self.client.delete(key.enqueue)
 

@@ -14,10 +14,12 @@ of the job's keys:
 
 from __future__ import annotations
 
+import contextvars
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from shared.core.errors import (
     JobFailedError,
@@ -44,6 +46,51 @@ class WaitPolicy:
     first_poll: float = 0.002
     max_poll: float = 0.05
     poll_growth: float = 1.5
+
+
+T = TypeVar("T")
+
+# Beyond the deadline, how long a wait may go on before it is abandoned (a Redis that hangs
+# instead of refusing would otherwise hold the turn for a whole socket timeout per call).
+DEADLINE_GRACE = 0.5
+
+
+class Bounded:
+    """Runs a call on a daemon thread and stops waiting for it after ``seconds``.
+
+    A Redis server that hangs rather than refusing (a paused host, a full network buffer)
+    blocks a command until the client's socket timeout: the deadline would be overrun by
+    that much per call. The abandoned call finishes on its own, at the latest when its
+    socket times out; its outcome is dropped.
+    """
+
+    def __init__(self, seconds: float, what: str) -> None:
+        self.seconds = seconds
+        self.what = what
+
+    def __call__(self, call: Callable[[], T]) -> T:
+        outcome: list[T] = []
+        failure: list[BaseException] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                outcome.append(call())
+            except BaseException as exc:
+                failure.append(exc)
+            finally:
+                done.set()
+
+        # The caller's context goes along: the publish span stays a child of the turn's.
+        context = contextvars.copy_context()
+        threading.Thread(
+            target=context.run, args=(run,), name="hango-queue-call", daemon=True
+        ).start()
+        if not done.wait(self.seconds):
+            raise QueueDeadlineError(f"{self.what}: Redis did not answer within {self.seconds:g} s")
+        if failure:
+            raise failure[0]
+        return outcome[0]
 
 
 Publish = Callable[[float], object]

@@ -26,10 +26,11 @@ from opentelemetry import trace
 from opentelemetry.propagate import inject
 from opentelemetry.trace import SpanKind, StatusCode
 
+from shared.queue.dispatch import publish_failed
 from shared.telemetry import names as t
 
-# Publishes whose after_task_publish never came (the broker refused them) are closed as
-# failures once this many are pending, so a long broker outage cannot grow the table.
+# A refused publish is closed by ``publish_failed``; publishes that got neither signal are
+# closed as failures once this many are pending, so the table cannot grow without bound.
 MAX_PENDING_PUBLISHES = 256
 
 
@@ -44,11 +45,13 @@ class CeleryPublishTracer:
     def connect(self) -> CeleryPublishTracer:
         signals.before_task_publish.connect(self.before_publish, weak=False)
         signals.after_task_publish.connect(self.after_publish, weak=False)
+        publish_failed.connect(self.publish_failed, weak=False)
         return self
 
     def disconnect(self) -> None:
         signals.before_task_publish.disconnect(self.before_publish)
         signals.after_task_publish.disconnect(self.after_publish)
+        publish_failed.disconnect(self.publish_failed)
 
     def before_publish(
         self, sender: str | None = None, headers: dict[str, Any] | None = None, **_: Any
@@ -78,6 +81,19 @@ class CeleryPublishTracer:
             span = self._pending.pop(task_id, None) if isinstance(task_id, str) else None
         if span is not None:
             span.end()
+
+    def publish_failed(
+        self, task_id: str | None = None, exception: BaseException | None = None, **_: Any
+    ) -> None:
+        """The broker refused the publish: end its span now, as an error."""
+        with self._lock:
+            span = self._pending.pop(task_id, None) if isinstance(task_id, str) else None
+        if span is None:
+            return
+        if exception is not None:
+            span.record_exception(exception)
+        span.set_status(StatusCode.ERROR, f"publish failed: {type(exception).__name__}")
+        span.end()
 
     def pending(self) -> int:
         with self._lock:

@@ -331,6 +331,25 @@ def test_transient_provider_errors_are_retried_on_the_worker(
     assert ports.inline.requests == []
 
 
+def test_a_waiting_caller_leaves_the_workers_transient_back_off_alone(
+    probe: ProviderProbe, ports: Ports, pg_store: Store
+) -> None:
+    # Back-offs of at least 1 s and 2 s; the caller's publish mark lasts only 2 s (its
+    # enqueue TTL), so a caller that published again once the mark expired would have the
+    # third call made about 2 s after the first, in the middle of the back-off.
+    job = summary_job("s-backoff", seed(pg_store, "s-backoff"))
+    probe.fail_next_calls(2)
+
+    started = time.monotonic()
+    result = ports.summarizer.summarize(job)
+    elapsed = time.monotonic() - started
+
+    assert result.fallback_reason is None
+    assert result.text.startswith("Briefing #3 ")
+    assert probe.calls() == 3
+    assert elapsed >= 1.0 + 2.0, "the third call came before the back-off ended"
+
+
 # -- a worker dies mid-summary -----------------------------------------------------------------
 
 

@@ -15,14 +15,20 @@ from pathlib import Path
 
 import pytest
 
+from shared.compaction.jobs import SummaryJob
 from shared.core.messages import Message
 from shared.core.settings import Settings
+from shared.history.local import LocalHistory
+from shared.providers.scripted import ScriptedProvider, text_reply
 from shared.queue.celery_config import SUMMARIZE_TASK
 from shared.queue.dispatch import CeleryDispatcher, producer_app
 from shared.queue.keys import JobKey
 from shared.queue.queued import job_key
 from shared.queue.results import ResultCache
 from shared.store import Store
+from shared.summarizers.llm import LLMSummarizer
+from shared.summarizers.offload import InlineOffloader
+from shared.wiring.queue import make_queued_ports
 from tests.integration.redis_server import RedisServer, own_redis, redis_server_available
 from tests.integration.worker_support import (
     ProviderProbe,
@@ -125,3 +131,39 @@ def test_a_worker_survives_a_redis_restart_and_loses_no_job(
     assert worker.alive(), f"the worker died on the Redis restart:\n{log}"
     assert "Unrecoverable error" not in log
     assert probe.calls() == (2 if in_flight else 1), "each job called the provider once"
+
+
+def test_a_redis_that_hangs_costs_the_turn_its_deadline_not_a_socket_timeout_more(
+    server: RedisServer, settings: Settings, pg_store: Store, tmp_path: Path
+) -> None:
+    """A paused server accepts connections and never answers (no worker needed)."""
+    hung = settings.model_copy(update={"queue_deadline": 1.5})
+    inline = ScriptedProvider(fallback=lambda request: text_reply("inline briefing"))
+    history = LocalHistory(tmp_path / "h")
+    summarizer, _ = make_queued_ports(
+        hung,
+        history=history,
+        fallback_summarizer=LLMSummarizer(inline),
+        fallback_offloader=InlineOffloader(history),
+    )
+    pg_store.ensure_session("s-hung", "test-model")
+    pg_store.append_message("s-hung", 1, Message(role="user", content="first"))
+    evicted = tuple(pg_store.messages("s-hung"))
+    job = SummaryJob(
+        session_id="s-hung", turn=2, from_seq=1, to_seq=1, previous_summary=None,
+        evicted=evicted, model="summ-model",
+    )  # fmt: skip
+
+    server.pause()
+    try:
+        started = time.monotonic()
+        result = summarizer.summarize(job)
+        elapsed = time.monotonic() - started
+    finally:
+        server.resume()
+
+    assert result.fallback_reason is not None
+    assert result.fallback_reason.startswith("queue_deadline: ")
+    # deadline 1.5 s + grace 0.5 s + the fallback commit's bound (2 s), far below the
+    # 5 s socket timeout that each hung Redis call cost before.
+    assert elapsed < 1.5 + 0.5 + 2.0 + 0.5, f"the turn waited {elapsed:.1f} s"

@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import pickle
+import random
 import subprocess
 import sys
 from collections.abc import Callable
@@ -35,10 +36,12 @@ from shared.providers.scripted import ScriptedProvider, text_reply
 from shared.queue.celery_config import (
     OFFLOAD_QUEUE,
     OFFLOAD_TASK,
+    RETRY_BACKOFF_MAX,
     SUMMARIZE_QUEUE,
     SUMMARIZE_TASK,
     celery_config,
     check_time_limits,
+    transient_countdown,
 )
 from shared.queue.keys import JobKey, range_fingerprint
 from shared.queue.queued import QueuedOffloader, QueuedSummarizer, offload_payload
@@ -620,3 +623,11 @@ def test_a_worker_refuses_a_range_that_differs_from_the_one_the_agent_evicted(
         JobKey("summary", "reused", 1, (1, 1), range_fingerprint(theirs)).result
         != JobKey("summary", "reused", 1, (1, 1), range_fingerprint(agent_side)).result
     )
+
+
+def test_transient_back_off_doubles_keeps_at_least_half_and_stays_under_the_cap() -> None:
+    rng = random.Random(5)
+    for retries in range(8):
+        ceiling = min(RETRY_BACKOFF_MAX, 2 * 2**retries)
+        countdowns = [transient_countdown(retries, rng) for _ in range(200)]
+        assert ceiling / 2 <= min(countdowns) and max(countdowns) <= ceiling

@@ -14,9 +14,12 @@ from types import SimpleNamespace
 
 import pytest
 from celery import Celery, signals
+from kombu.exceptions import OperationalError
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 
+from shared.core.settings import load_settings
+from shared.queue.dispatch import CeleryDispatcher, producer_app
 from shared.telemetry import names as t
 from shared.telemetry.publish import MAX_PENDING_PUBLISHES, CeleryPublishTracer, stamp_enqueued_at
 from shared.telemetry.setup import DEFAULT_EXPORT_TIMEOUT, setup_telemetry
@@ -276,3 +279,22 @@ def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def test_a_publish_the_broker_refuses_ends_its_span_as_an_error() -> None:
+    cap = capture()
+    tracer = CeleryPublishTracer(cap.telemetry.tracer).connect()
+    down = f"redis://127.0.0.1:{closed_port()}/0"
+    dispatcher = CeleryDispatcher(producer_app(load_settings(redis_url=down)))
+    try:
+        with pytest.raises(OperationalError):
+            dispatcher.dispatch("hango.summarize", {"session_id": "s1", "turn": 2}, expires=5)
+    finally:
+        tracer.disconnect()
+        dispatcher.app.close()
+
+    assert tracer.pending() == 0
+    failed = cap.one("apply_async/hango.summarize")
+    assert failed.status.status_code is StatusCode.ERROR
+    assert [event.name for event in failed.events] == ["exception"]
+    cap.shutdown()
