@@ -7,7 +7,7 @@ temporary directory. The summarizer provider answers at once (it only counts its
 in Redis), so every figure is the cost of the path, not of a model:
 
 - **round trip**: one ``summarize`` through ``QueuedSummarizer`` (publish, worker picks it
-  up, reloads the range from the store, commits to Redis, the caller's poll sees it) vs
+  up, reloads the range from the store, commits to Redis, which wakes the caller) vs
   the in-process ``LLMSummarizer`` with the same provider; and a cached call (the
   result already committed: what an overflow retry in the same turn pays);
 - **throughput**: tasks per second for the 2-process pool, publishing distinct jobs in a
@@ -15,11 +15,14 @@ in Redis), so every figure is the cost of the path, not of a model:
 - **single-flight**: 50 threads asking for the same (session, turn) at once: provider
   calls per key (1 is the invariant) and the callers' latency.
 
-Without a reachable Redis it prints why and returns.
+Without a reachable Redis it prints why and returns. ``--json PATH`` also writes the
+figures (``queue_p50_ms``, ``queue_p99_ms``, ``tasks_per_s``, ...) to PATH.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import statistics
 import tempfile
@@ -62,7 +65,10 @@ CALLERS = 50
 SINGLE_FLIGHT_KEYS = 5
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_queue", description=__doc__)
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the figures as JSON")
+    args = parser.parse_args(argv)
     if not redis_reachable(REDIS_URL):
         print(f"bench_queue skipped: Redis is not reachable at {REDIS_URL}")
         print("  (start redis-server, or set HANGO_BENCH_REDIS_URL=redis://host:port/db)")
@@ -80,10 +86,13 @@ def main() -> None:
         worker = WorkerProcess(settings, root / "worker.log", name="bench", concurrency=2)
         try:
             worker.start()
-            run(settings, client, evicted)
+            figures = run(settings, client, evicted)
         finally:
             worker.stop()
             client.flushdb()
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+        print(f"\nfigures written to {args.json}")
 
 
 def seed_store(settings: Settings) -> tuple[StoredMessage, ...]:
@@ -110,7 +119,9 @@ def job(evicted: tuple[StoredMessage, ...], turn: int) -> SummaryJob:
     )
 
 
-def run(settings: Settings, client: redis.Redis, evicted: tuple[StoredMessage, ...]) -> None:
+def run(
+    settings: Settings, client: redis.Redis, evicted: tuple[StoredMessage, ...]
+) -> dict[str, object]:
     history = LocalHistory(settings.history_root)
     inline = LLMSummarizer(CountingProvider(client))
     queued, _ = make_queued_ports(
@@ -142,6 +153,18 @@ def run(settings: Settings, client: redis.Redis, evicted: tuple[StoredMessage, .
         f"calls per key {calls}; caller latency p50 {pct(latencies, 50):.1f} ms, "
         f"p99 {pct(latencies, 99):.1f} ms"
     )
+    return {
+        "queue_p50_ms": round(pct(queue_ms, 50), 2),
+        "queue_p99_ms": round(pct(queue_ms, 99), 2),
+        "tasks_per_s": round(rate, 1),
+        "cached_p50_ms": round(pct(cached_ms, 50), 2),
+        "in_process_p50_ms": round(pct(inline_ms, 50), 2),
+        "single_flight_calls_per_key": calls,
+        "single_flight_p50_ms": round(pct(latencies, 50), 1),
+        "single_flight_p99_ms": round(pct(latencies, 99), 1),
+        "round_trips": ROUND_TRIPS,
+        "burst": BURST,
+    }
 
 
 def checked(queued: QueuedSummarizer, summary_job: SummaryJob) -> None:

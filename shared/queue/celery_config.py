@@ -9,7 +9,8 @@ expects. The reliability choices follow Celery 5.7 on Redis:
 - time limits nested below the visibility timeout, because a task still running when
   the timeout passes is redelivered *while it runs* (duplicates);
 - a hard-timed-out or failed task is acked, not requeued forever;
-- task events on, so Flower shows tasks from publish to result;
+- worker task events on, so Flower shows tasks from receipt to result (the producer's
+  ``task-sent`` event is off: it would cost every publish a round trip);
 - kombu's Redis transport with a channel close that survives a Redis restart
   (:mod:`shared.queue.redis_transport`), and running tasks not cancelled when the broker
   connection drops: the task finishes and its late ack reaches the restarted Redis.
@@ -133,7 +134,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         "worker_soft_shutdown_timeout": min(30.0, settings.worker_time_limit),
         "worker_send_task_events": True,
-        "task_send_sent_event": True,
+        # Not the producer's "task-sent" event: one more Redis round trip on every publish
+        # from the agent's turn. Flower sees each task from the worker's "task-received".
+        "task_send_sent_event": False,
         "task_queues": task_queues(),
         "task_default_queue": SUMMARIZE_QUEUE,
         "task_default_exchange": SUMMARIZE_QUEUE,

@@ -8,6 +8,8 @@ throttle of ``summary`` for ``(s1, 7)`` are the same three keys everywhere.
     hango:summary:{s1}:7:lease    random token of the worker computing it, short TTL
     hango:summary:{s1}:7:enqueue  set when a task was published; throttles re-publishing
     hango:summary:{s1}:7:error    why the last attempt failed for good, short TTL
+    hango:summary:{s1}:7:done     a list pushed when the result (or error) is committed:
+                                  waiting callers BLPOP it instead of polling
 
 A job is also named by its range and by a fingerprint of the evicted messages
 (``hango:offload:{s1}:7:40-71:9f2c...:result``). A turn has at most one summary, but a
@@ -65,6 +67,10 @@ class JobKey:
     @property
     def error(self) -> str:
         return self._name("error")
+
+    @property
+    def done(self) -> str:
+        return self._name("done")
 
     def __str__(self) -> str:
         span = f", messages {self.span[0]}-{self.span[1]}" if self.span else ""

@@ -4,6 +4,12 @@ The result of ``(kind, session_id, turn)`` is committed once: a Lua script sets 
 if absent and returns whichever value won, so a worker, a duplicate worker and an agent
 that fell back inline all end up returning the same text (invariant 4: one committed
 summary per turn).
+
+The same script pushes onto the job's ``done`` list, in the same atomic step, so a
+waiting caller blocked in ``BLPOP`` wakes the moment the result exists; a woken caller
+pushes the token back for the next one. The stored result stays the source of truth:
+the list only says "look now", and a caller that misses it still sees the result at its
+next check.
 """
 
 from __future__ import annotations
@@ -16,13 +22,27 @@ from shared.core.errors import LeaseBusyError
 from shared.queue.keys import JobKey
 from shared.queue.lease import Lease
 
+# How long a job's wake-up list lives: only callers waiting right now use it.
+DONE_TTL_MS = 300_000
+
+# KEYS: result, done. ARGV: payload, result ttl (ms), done ttl (ms).
 _SET_IF_ABSENT_RETURN_WINNER = """
 local current = redis.call('get', KEYS[1])
 if current then
   return current
 end
 redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('rpush', KEYS[2], '1')
+redis.call('pexpire', KEYS[2], ARGV[3])
 return ARGV[1]
+"""
+
+# KEYS: error, done. ARGV: reason, error ttl (ms), done ttl (ms).
+_RECORD_ERROR_AND_WAKE = """
+redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('rpush', KEYS[2], '1')
+redis.call('pexpire', KEYS[2], ARGV[3])
+return 1
 """
 
 
@@ -39,13 +59,15 @@ end
 return {'busy', ''}
 """
 
-# One round trip for the task's end: commit unless a result is there, release the lease if
-# it is still ours, return the winning result. KEYS: result, lease. ARGV: payload, result
-# ttl (ms), token.
+# One round trip for the task's end: commit unless a result is there (waking the waiting
+# callers), release the lease if it is still ours, return the winning result.
+# KEYS: result, lease, done. ARGV: payload, result ttl (ms), token, done ttl (ms).
 _COMMIT_AND_RELEASE = """
 local current = redis.call('get', KEYS[1])
 if not current then
   redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('rpush', KEYS[3], '1')
+  redis.call('pexpire', KEYS[3], ARGV[4])
   current = ARGV[1]
 end
 if redis.call('get', KEYS[2]) == ARGV[3] then
@@ -79,21 +101,26 @@ class ResultCache:
     def __init__(self, client: redis.Redis, *, result_ttl: float) -> None:
         self.client = client
         self.result_ttl_ms = max(1, int(result_ttl * 1000))
+        # Registered once: each call is then one EVALSHA, not the script's text again.
+        self._set_if_absent = client.register_script(_SET_IF_ABSENT_RETURN_WINNER)
+        self._commit_and_release = client.register_script(_COMMIT_AND_RELEASE)
+        self._result_or_lease = client.register_script(_RESULT_OR_LEASE)
+        self._record_error = client.register_script(_RECORD_ERROR_AND_WAKE)
 
     def get(self, key: JobKey) -> str | None:
         return _text(self.client.get(key.result))
 
     def commit(self, key: JobKey, payload: str) -> str:
         """Store ``payload`` unless a result is already there; return the one that is."""
-        winner = self.client.eval(
-            _SET_IF_ABSENT_RETURN_WINNER, 1, key.result, payload, self.result_ttl_ms
+        winner = self._set_if_absent(
+            keys=[key.result, key.done], args=[payload, self.result_ttl_ms, DONE_TTL_MS]
         )
         return _text(winner) or payload
 
     def result_or_lease(self, key: JobKey, lease: Lease) -> str | None:
         """The committed result; else take ``lease`` and return None; else LeaseBusyError."""
-        outcome, value = self.client.eval(
-            _RESULT_OR_LEASE, 2, key.result, key.lease, lease.token, lease.ttl_ms
+        outcome, value = self._result_or_lease(
+            keys=[key.result, key.lease], args=[lease.token, lease.ttl_ms]
         )
         if _text(outcome) == "done":
             return _text(value)
@@ -103,10 +130,26 @@ class ResultCache:
 
     def commit_and_release(self, key: JobKey, payload: str, lease: Lease) -> str:
         """:meth:`commit`, and release ``lease`` if still held, in one round trip."""
-        winner = self.client.eval(
-            _COMMIT_AND_RELEASE, 2, key.result, key.lease, payload, self.result_ttl_ms, lease.token
+        winner = self._commit_and_release(
+            keys=[key.result, key.lease, key.done],
+            args=[payload, self.result_ttl_ms, lease.token, DONE_TTL_MS],
         )
         return _text(winner) or payload
+
+    def wait_for_commit(self, key: JobKey, timeout: float) -> bool:
+        """Block until the job's result or error is committed, at most ``timeout`` seconds.
+
+        True when woken by a commit. The token is pushed back so every other caller
+        waiting on the same job wakes too (one ``BLPOP`` wakes one client).
+        """
+        woken = self.client.blpop([key.done], timeout=max(0.001, timeout))
+        if woken is None:
+            return False
+        pipe = self.client.pipeline(transaction=False)
+        pipe.rpush(key.done, "1")
+        pipe.pexpire(key.done, DONE_TTL_MS)
+        pipe.execute()
+        return True
 
     def state(self, key: JobKey) -> JobState:
         pipe = self.client.pipeline(transaction=True)
@@ -136,5 +179,6 @@ class ResultCache:
         self.client.delete(key.enqueue)
 
     def record_error(self, key: JobKey, reason: str, ttl_seconds: float) -> None:
+        """Record why the job failed for good, and wake its callers so they fall back now."""
         ttl_ms = max(1, int(ttl_seconds * 1000))
-        self.client.set(key.error, reason[:500], px=ttl_ms)
+        self._record_error(keys=[key.error, key.done], args=[reason[:500], ttl_ms, DONE_TTL_MS])

@@ -8,8 +8,11 @@ of the job's keys:
 3. no lease held and no recent publish → the one caller that wins ``SET enqueue NX``
    publishes the task. The same rule re-publishes when the worker holding the lease
    died: its lease expires within one TTL, the enqueue mark within its own TTL, and the
-   next poll sends the job again (the orphaned message later finds the result and stops);
-4. otherwise sleep with backoff and look again, until the deadline.
+   next look sends the job again (the orphaned message later finds the result and stops);
+4. otherwise block until the result is committed (``BLPOP`` on the job's ``done`` list,
+   pushed in the same atomic step as the result), at most ``recheck`` seconds, and look
+   again, until the deadline. The caller wakes within a Redis round trip of the commit;
+   the recheck bound is what notices a dead worker's expired lease.
 """
 
 from __future__ import annotations
@@ -37,15 +40,15 @@ class JobCache(Protocol):
     def commit(self, key: JobKey, payload: str) -> str: ...
     def claim_dispatch(self, key: JobKey, ttl_seconds: float) -> bool: ...
     def release_dispatch(self, key: JobKey) -> None: ...
+    def wait_for_commit(self, key: JobKey, timeout: float) -> bool: ...
 
 
 @dataclass(frozen=True)
 class WaitPolicy:
     deadline: float
     enqueue_ttl: float
-    first_poll: float = 0.002
-    max_poll: float = 0.05
-    poll_growth: float = 1.5
+    # Longest block between two looks at the job's keys (a dead worker is noticed by then).
+    recheck: float = 0.25
 
 
 T = TypeVar("T")
@@ -104,11 +107,9 @@ def await_job(
     policy: WaitPolicy,
     *,
     clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> str:
     """The committed result of ``key``; raises a :class:`QueueUnavailableError` subclass."""
     deadline = clock() + policy.deadline
-    step = policy.first_poll
     while True:
         state = cache.state(key)
         if state.result is not None:
@@ -120,8 +121,7 @@ def await_job(
         remaining = deadline - clock()
         if remaining <= 0:
             raise QueueDeadlineError(f"{key}: no result within {policy.deadline:g} s")
-        sleep(min(step, remaining))
-        step = min(step * policy.poll_growth, policy.max_poll)
+        cache.wait_for_commit(key, min(policy.recheck, remaining))
 
 
 def _publish_once(

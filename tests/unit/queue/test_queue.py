@@ -14,6 +14,7 @@ import pickle
 import random
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +61,7 @@ from tests.memory_history import MemoryHistory
 from worker.summarizer import check_worker_summarizer, load_provider_factory, worker_summarizer
 
 KEY = JobKey("summary", "s1", 3)
-POLICY = WaitPolicy(deadline=10.0, enqueue_ttl=2.0, first_poll=0.1, max_poll=0.5)
+POLICY = WaitPolicy(deadline=10.0, enqueue_ttl=2.0, recheck=0.5)
 GOOD_SUMMARY = "A briefing long enough to count as a summary for a fresh agent."
 
 
@@ -91,6 +92,8 @@ class FakeJobs:
     dispatch_until: float = float("-inf")
     claims: int = 0
     releases: int = 0
+    waits: list[float] = field(default_factory=list)
+    real_time: bool = False
     events: list[tuple[float, Callable[[FakeJobs], None]]] = field(default_factory=list)
 
     def _apply_events(self) -> None:
@@ -120,6 +123,23 @@ class FakeJobs:
             self.result = payload
         return self.result
 
+    def wait_for_commit(self, key: JobKey, timeout: float) -> bool:
+        """Like BLPOP on the done list: wakes at the event that commits, else at the timeout."""
+        if self.real_time:
+            time.sleep(timeout)  # a caller on the real clock (the ports do not take a clock)
+            return False
+        until = self.clock.now + timeout
+        self.waits.append(timeout)
+        for when, _ in sorted(self.events, key=lambda event: event[0]):
+            if when > until:
+                break
+            self.clock.now = max(self.clock.now, when)
+            self._apply_events()
+            if self.result is not None or self.error is not None:
+                return True
+        self.clock.now = until
+        return False
+
     def at(self, when: float, change: Callable[[FakeJobs], None]) -> None:
         self.events.append((when, change))
 
@@ -135,7 +155,7 @@ def publishes(clock: FakeClock) -> tuple[list[float], Callable[[float], None]]:
 
 
 def wait(jobs: FakeJobs, clock: FakeClock, publish: Callable[[float], object]) -> str:
-    return await_job(jobs, KEY, publish, POLICY, clock=clock, sleep=clock.sleep)
+    return await_job(jobs, KEY, publish, POLICY, clock=clock)
 
 
 def committed(text: str) -> Callable[[FakeJobs], None]:
@@ -161,20 +181,21 @@ def test_a_committed_result_is_returned_without_publishing() -> None:
     times, publish = publishes(clock)
     assert wait(jobs, clock, publish) == "cached"
     assert times == []
-    assert clock.sleeps == []
+    assert jobs.waits == []
 
 
-def test_publishes_once_then_waits_for_the_worker_with_growing_polls() -> None:
+def test_publishes_once_then_wakes_the_moment_the_worker_commits() -> None:
     clock = FakeClock()
     jobs = FakeJobs(clock)
     jobs.at(0.05, leased_for(100))  # the worker picks it up and keeps its lease alive
-    jobs.at(3.0, committed("from the worker"))
+    jobs.at(3.01, committed("from the worker"))
     times, publish = publishes(clock)
 
     assert wait(jobs, clock, publish) == "from the worker"
     assert times == [0.0]
-    assert clock.sleeps[:3] == pytest.approx([0.1, 0.15, 0.225])
-    assert max(clock.sleeps) == pytest.approx(0.5)
+    # Woken by the commit itself, not at the next poll; blocked at most `recheck` at a time.
+    assert clock.now == pytest.approx(3.01)
+    assert max(jobs.waits) == pytest.approx(POLICY.recheck)
 
 
 def test_republishes_when_the_lease_holder_died_and_the_enqueue_mark_expired() -> None:
@@ -284,13 +305,16 @@ class DownJobs:
     def release_dispatch(self, key: JobKey) -> None:
         raise AssertionError("never reached")
 
+    def wait_for_commit(self, key: JobKey, timeout: float) -> bool:
+        raise AssertionError("never reached")
+
 
 def queued_summarizer(jobs: object, fallback_text: str = GOOD_SUMMARY) -> QueuedSummarizer:
     inline = LLMSummarizer(ScriptedProvider(fallback=lambda r: text_reply(fallback_text)))
     return QueuedSummarizer(
         cache=jobs,  # type: ignore[arg-type]
         dispatcher=RecordingDispatcher(),
-        policy=WaitPolicy(deadline=0.05, enqueue_ttl=1.0, first_poll=0.01),
+        policy=WaitPolicy(deadline=0.05, enqueue_ttl=1.0, recheck=0.01),
         fallback=inline,
     )
 
@@ -313,7 +337,7 @@ def test_the_inline_fallback_of_the_fallback_keeps_both_reasons() -> None:
 
 
 def test_after_a_deadline_the_fallback_summary_is_committed_for_the_whole_turn() -> None:
-    jobs = FakeJobs(FakeClock())
+    jobs = FakeJobs(FakeClock(), real_time=True)
     summarizer = queued_summarizer(jobs)
     first = summarizer.summarize(summary_job())
     assert first.fallback_reason is not None
@@ -400,7 +424,7 @@ def test_celery_config_is_reliable_json_only_and_routes_each_task_to_its_queue()
     assert conf["worker_prefetch_multiplier"] == 1
     # Cancelled on a lost connection, a task was acked as revoked: its job was dropped.
     assert conf["worker_cancel_long_running_tasks_on_connection_loss"] is False
-    assert conf["worker_send_task_events"] and conf["task_send_sent_event"]
+    assert conf["worker_send_task_events"] and not conf["task_send_sent_event"]
     visibility = conf["visibility_timeout"]
     assert conf["broker_transport_options"]["visibility_timeout"] == visibility
     assert conf["result_backend_transport_options"]["visibility_timeout"] == visibility
