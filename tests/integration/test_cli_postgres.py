@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from shared.cli import main
 from shared.cli.errors import EXIT_QUEUE
 from tests.integration.worker_support import (
     FAST_LIMITS,
-    clear_job_keys,
+    claimed_redis_db,
     queue_settings,
     redis_reachable,
     redis_url,
@@ -21,9 +20,6 @@ from tests.integration.worker_support import (
 )
 
 pytestmark = pytest.mark.integration
-
-REDIS_DB = 10  # a database no other worker test uses
-IDLE_REDIS_DB = 11  # nobody serves this one
 
 
 def hango(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -74,10 +70,21 @@ def test_simulate_queue_gets_its_summaries_from_the_worker(
     pg_url: str,
     tmp_path: Path,
 ) -> None:
-    url = redis_url(REDIS_DB)
-    if not redis_reachable(url):
-        pytest.fail(f"Redis is not reachable at {url}")
-    clear_job_keys(redis.Redis.from_url(url))
+    if not redis_reachable(redis_url(0)):
+        pytest.fail(f"Redis is not reachable at {redis_url(0)}")
+    # A database of our own: a worker of another test run on a shared one would take our
+    # tasks and read its own PostgreSQL database.
+    with claimed_redis_db() as db:
+        _simulate_through_the_worker(capsys, monkeypatch, pg_url, tmp_path, redis_url(db))
+
+
+def _simulate_through_the_worker(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    pg_url: str,
+    tmp_path: Path,
+    url: str,
+) -> None:
     settings = queue_settings(
         redis=url,
         database_url=pg_url,
@@ -112,12 +119,11 @@ def test_simulate_queue_gets_its_summaries_from_the_worker(
 def test_simulate_queue_without_a_worker_says_so(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, pg_url: str
 ) -> None:
-    url = redis_url(IDLE_REDIS_DB)
-    if not redis_reachable(url):
-        pytest.fail(f"Redis is not reachable at {url}")
-    _queue_env(monkeypatch, url)
-
-    code, out, err = hango(capsys, "simulate", "--queue", "--database-url", pg_url)
+    if not redis_reachable(redis_url(0)):
+        pytest.fail(f"Redis is not reachable at {redis_url(0)}")
+    with claimed_redis_db() as db:  # ours alone: no worker of another run listens on it
+        _queue_env(monkeypatch, redis_url(db))
+        code, out, err = hango(capsys, "simulate", "--queue", "--database-url", pg_url)
 
     assert code == EXIT_QUEUE and out == ""
     assert "no Celery worker answered" in err and err.count("\n") == 1
