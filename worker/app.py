@@ -13,11 +13,12 @@ agent's producer shares, so both sides agree on routing, serialization and limit
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 from celery import Celery, signals
 
-from shared.core.errors import ConfigError
+from shared.core.errors import EXIT_WORKER_CONFIG, ConfigError
 from shared.core.settings import Settings, load_settings
 from shared.queue.celery_config import SUMMARIZE_QUEUE, celery_config
 from worker.summarizer import check_worker_summarizer
@@ -36,7 +37,7 @@ def _app_or_exit() -> Celery:
     try:
         return create_app()
     except ConfigError as exc:
-        raise SystemExit(f"hango worker: {exc}") from None
+        refuse(exc)
 
 
 @signals.celeryd_after_setup.connect(weak=False)
@@ -53,7 +54,13 @@ def refuse_to_start_without_a_summarizer(instance: Any = None, **_: Any) -> None
     try:
         check_worker_summarizer(load_settings())
     except ConfigError as exc:
-        raise SystemExit(f"hango worker: {exc}") from None
+        refuse(exc)
+
+
+def refuse(error: ConfigError) -> NoReturn:
+    """One line naming the variable, and the status a supervisor does not restart."""
+    print(f"hango worker: {error}", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT_WORKER_CONFIG)
 
 
 app = _app_or_exit()

@@ -5,7 +5,8 @@ A worker that exits with a non-zero status, or is killed, is restarted after a b
 1 s, doubling up to 30 s and reset once a run lasted a minute; until then every compaction
 of every agent would wait out the queue deadline and fall back. SIGTERM and SIGINT are
 passed to the worker and end the loop, so a warm shutdown stays warm; a clean exit (status
-0, e.g. ``celery control shutdown``) is not restarted.
+0, e.g. ``celery control shutdown``), or a refusal to start over its configuration (status
+78, e.g. no API key for its summarizer), is not restarted: retrying cannot fix it.
 
 The worker runs as a child process: the agent's side of the product never imports the
 ``worker`` package.
@@ -25,6 +26,7 @@ from types import FrameType
 from typing import Any
 
 from shared.cli.parsing import summary
+from shared.core.errors import EXIT_WORKER_CONFIG
 
 FIRST_DELAY = 1.0
 MAX_DELAY = 30.0
@@ -62,7 +64,7 @@ class Supervisor:
             started = self.clock()
             self.child = self.spawn(self.command)
             code = exit_status(self.child.wait())
-            if code == 0 or self.stopping.is_set():
+            if code in (0, EXIT_WORKER_CONFIG) or self.stopping.is_set():
                 return code
             self.log(f"hango worker: the worker exited with status {code}; "
                      f"starting it again in {delay:g} s")  # fmt: skip

@@ -56,6 +56,11 @@ def _rebuild(cls: type[HangoError], message: str, fields: dict[str, Any]) -> Han
     return error
 
 
+# The exit status of a worker that refuses to start because of its configuration
+# (sysexits' EX_CONFIG): a supervisor must not start it again until someone fixes it.
+EXIT_WORKER_CONFIG = 78
+
+
 class ConfigError(HangoError):
     variable: str
 

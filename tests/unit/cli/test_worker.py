@@ -58,6 +58,15 @@ def test_a_worker_that_dies_is_started_again_with_a_growing_back_off(tmp_path: P
     ]
 
 
+def test_a_worker_refusing_its_configuration_is_not_started_again(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    lines: list[str] = []
+    supervisor = Supervisor(runs_then(runs, [78, 0]), first_delay=0.01, log=lines.append)
+
+    assert supervisor.run() == 78
+    assert runs.read_text().count("run") == 1 and lines == []
+
+
 def clock_advancing_by(step: float) -> Callable[[], float]:
     """A clock that moves ``step`` seconds per reading: every run "lasts" ``step``."""
     readings = itertools.count()

@@ -542,7 +542,7 @@ def test_the_worker_process_exits_with_one_line_naming_the_variable(tmp_path: Pa
 
     refused = start("summarize,offload")
 
-    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert refused.returncode == 78 and "Traceback" not in refused.stderr
     named = [line for line in refused.stderr.splitlines() if "HANGO_WORKER_SUMMARIZER" in line]
     assert len(named) == 1 and "ANTHROPIC_API_KEY" in named[0], refused.stderr
     assert named[0] == refused.stderr.strip().splitlines()[-1]
