@@ -20,6 +20,7 @@ from shared.core.errors import (
     HangoError,
     HistoryPathError,
     InvalidInputError,
+    InvalidRequestError,
     InvalidSessionIdError,
     MissingHistoryError,
     ProviderError,
@@ -64,6 +65,8 @@ class Failure:
     hint: str  # "{flags}" stands for the store flags in effect
 
 
+_KEY_HINT = "check ANTHROPIC_API_KEY and HANGO_ANTHROPIC_BASE_URL"
+
 _FAILURES: tuple[tuple[type[BaseException], Failure], ...] = (
     (
         ConfigError,
@@ -77,9 +80,15 @@ _FAILURES: tuple[tuple[type[BaseException], Failure], ...] = (
     (CannotFitError, Failure(EXIT_CANNOT_FIT, "")),
     (InvalidInputError, Failure(EXIT_SESSION, "the session is unchanged; send another message")),
     (QueueUnavailableError, Failure(EXIT_QUEUE, "or run without --queue (everything in-process)")),
+    # A request refused as malformed (by the API or by the last guard before sending) is
+    # not a credentials problem: pointing at the key would send the user the wrong way.
+    (
+        InvalidRequestError,
+        Failure(EXIT_PROVIDER, "the stored transcript is unchanged; rerun with --debug"),
+    ),
     (
         ProviderError,
-        Failure(EXIT_PROVIDER, "check ANTHROPIC_API_KEY and HANGO_ANTHROPIC_BASE_URL"),
+        Failure(EXIT_PROVIDER, _KEY_HINT),
     ),
     (SummarizerError, Failure(EXIT_PROVIDER, "the extractive summarizer needs no model")),
     (SchemaNotReadyError, Failure(EXIT_DATABASE, "")),
@@ -118,7 +127,7 @@ def error_line(command: str, error: BaseException, args: argparse.Namespace | No
         # The library's advice names settings these commands override with their flag.
         what = what.split(";")[0]
         hint = f"raise --max-input-tokens above {error.tokens:,}"
-    if isinstance(error, ProviderError) and verb in _OFFLINE_DEFAULT:
+    if hint == _KEY_HINT and verb in _OFFLINE_DEFAULT:
         hint = f"{hint}, {_OFFLINE_DEFAULT[verb]}"
     hint = hint.replace("{flags}", store_flags(args))
     prefix = f"hango {command}" if command else "hango"

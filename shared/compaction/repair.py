@@ -13,7 +13,11 @@ copy stays aligned with the store's sequence numbers):
   results for unknown or already answered ids are dropped, a call with no recorded result
   gets an error result saying so, and results come first in the message;
 - ``cache_control`` is removed from message blocks: message breakpoints belong to the
-  prompt-cache middleware, which must stay within the API's limit of four.
+  prompt-cache middleware, which must stay within the API's limit of four;
+- a ``tool_use`` id already used earlier in the copy (a model or a client that restarts
+  its id counter, a resumed scripted run) is renamed ``{id}_{n}``, the first free ``n``
+  from 2, and the result answering it with it, so ids are unique across the request.
+  The renaming depends only on the messages before, so every call sends the same bytes.
 
 Unchanged messages are returned as the very same objects (the estimator caches by
 identity).
@@ -22,6 +26,7 @@ identity).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from shared.core.messages import (
@@ -30,6 +35,7 @@ from shared.core.messages import (
     StoredMessage,
     TextBlock,
     ToolResultBlock,
+    ToolUseBlock,
     WireModel,
 )
 
@@ -42,10 +48,83 @@ MISSING_RESULT = "[no result was recorded for this tool call; it was interrupted
 def sendable(messages: Sequence[Message]) -> tuple[Message, ...]:
     """The messages with every repair above applied; the same objects where none was needed."""
     repaired: list[Message] = []
+    ids = _UsedIds()
     for index, message in enumerate(messages):
         previous = messages[index - 1] if index > 0 else None
-        repaired.append(_repair(message, previous))
+        repaired.append(ids.unique(_repair(message, previous)))
     return tuple(repaired)
+
+
+@dataclass
+class _Renamed:
+    """What one message of the copy did to ids: the ids it took, its calls' final ids."""
+
+    taken: tuple[str, ...] = ()
+    calls: tuple[str, ...] = ()
+
+
+class _UsedIds:
+    """The tool_use ids of the copy so far; renames a reused one in the next message.
+
+    Applied to already repaired messages: a user message after an assistant message with
+    calls opens with exactly one result per call, in call order, so its results are
+    renamed by position.
+    """
+
+    def __init__(self) -> None:
+        self._taken: set[str] = set()
+        self._done: list[_Renamed] = []
+
+    def unique(self, message: Message) -> Message:
+        previous = self._done[-1].calls if self._done else ()
+        if message.role == "assistant":
+            message, renamed = self._unique_calls(message)
+        else:
+            message, renamed = _answer_renamed(message, previous), _Renamed()
+        self._done.append(renamed)
+        return message
+
+    def drop_last(self) -> None:
+        """Forget the last message (the incremental copy redoes it)."""
+        self._taken.difference_update(self._done.pop().taken)
+
+    def _unique_calls(self, message: Message) -> tuple[Message, _Renamed]:
+        uses = tuple(message.tool_uses())
+        final = tuple(self._take(use.id) for use in uses)
+        renamed = _Renamed(taken=final, calls=final)
+        if final == tuple(use.id for use in uses):
+            return message, renamed
+        ids = iter(final)
+        blocks = tuple(
+            block.model_copy(update={"id": next(ids)}) if isinstance(block, ToolUseBlock) else block
+            for block in message.blocks()
+        )
+        return Message(role=message.role, content=blocks), renamed
+
+    def _take(self, tool_id: str) -> str:
+        chosen, n = tool_id, 2
+        while chosen in self._taken:
+            chosen, n = f"{tool_id}_{n}", n + 1
+        self._taken.add(chosen)
+        return chosen
+
+
+def _answer_renamed(message: Message, calls: tuple[str, ...]) -> Message:
+    """The user message with its leading results carrying the calls' final ids."""
+    blocks = message.blocks()
+    if not calls or len(blocks) < len(calls):
+        return message
+    heads = blocks[: len(calls)]
+    if all(
+        isinstance(b, ToolResultBlock) and b.tool_use_id == i
+        for b, i in zip(heads, calls, strict=True)
+    ):
+        return message
+    renamed = tuple(
+        b.model_copy(update={"tool_use_id": i}) if isinstance(b, ToolResultBlock) else b
+        for b, i in zip(heads, calls, strict=True)
+    )
+    return Message(role=message.role, content=(*renamed, *blocks[len(calls) :]))
 
 
 def _repair(message: Message, previous: Message | None) -> Message:
@@ -66,16 +145,24 @@ def _repair(message: Message, previous: Message | None) -> Message:
 def _answering(blocks: list[ContentBlock], previous: Message | None) -> list[ContentBlock]:
     """Exactly one result per call of ``previous``, in call order, ahead of anything else."""
     calls = [use.id for use in previous.tool_uses()] if previous is not None else []
-    results: dict[str, ToolResultBlock] = {}
+    # A call id used twice in one message takes its results in order, one each.
+    wanted = {i: calls.count(i) for i in calls}
+    results: dict[str, list[ToolResultBlock]] = {}
     others: list[ContentBlock] = []
     for block in blocks:
         if isinstance(block, ToolResultBlock):
-            if block.tool_use_id in calls and block.tool_use_id not in results:
-                results[block.tool_use_id] = block
+            taken = results.setdefault(block.tool_use_id, [])
+            if len(taken) < wanted.get(block.tool_use_id, 0):
+                taken.append(block)
         else:
             others.append(block)
-    answered = [results.get(i) or _missing(i) for i in calls]
+    answered = [_next_result(results, i) for i in calls]
     return [*answered, *others]
+
+
+def _next_result(results: dict[str, list[ToolResultBlock]], tool_use_id: str) -> ToolResultBlock:
+    waiting = results.get(tool_use_id)
+    return waiting.pop(0) if waiting else _missing(tool_use_id)
 
 
 def _missing(tool_use_id: str) -> ToolResultBlock:
@@ -166,6 +253,7 @@ class SendableCopy:
         self._starts: list[int] = []
         self._seqs: list[int] = []
         self._repaired: list[Message] = []
+        self._ids = _UsedIds()
 
     def update(
         self, stored: Sequence[StoredMessage]
@@ -187,10 +275,12 @@ class SendableCopy:
             start = self._starts[-1]  # the last joined message grows: redo it
             for parts in (self._joined, self._starts, self._seqs, self._repaired):
                 parts.pop()
+            self._ids.drop_last()
         for index in range(start, len(stored)):
             item = stored[index]
             if self._joined and index > start and self._joined[-1].role == item.message.role:
                 self._joined[-1] = _joined(self._joined[-1], item.message)
+                self._ids.drop_last()
                 self._repaired[-1] = self._repair_last()
                 continue
             self._joined.append(item.message)
@@ -200,4 +290,4 @@ class SendableCopy:
 
     def _repair_last(self) -> Message:
         previous = self._joined[-2] if len(self._joined) > 1 else None
-        return _repair(self._joined[-1], previous)
+        return self._ids.unique(_repair(self._joined[-1], previous))

@@ -31,6 +31,7 @@ from shared.core.errors import (
     CannotFitError,
     ConfigError,
     ContextOverflowError,
+    InvalidRequestError,
     InvalidSessionIdError,
     ProviderError,
     TranscriptError,
@@ -599,3 +600,26 @@ def test_run_stats_count_answered_requests_and_refusals() -> None:
     assert stats.model_calls == 2 and stats.overflow_retries == 1
     assert stats.sent_tokens == [70] and stats.refused_tokens == [900]
     assert stats.truncated_args == 3 and stats.breakpoints == 1
+
+
+def test_simulate_resumes_an_existing_session_again_and_again(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # The scripted model restarts its tool_use ids on every run: resuming reuses them.
+    store = ("--database-url", f"sqlite:///{tmp_path / 'h.db'}")
+    history = ("--history-root", str(tmp_path / "history"))
+    for _ in range(3):
+        ran = hango(
+            capsys, "simulate", "--session", "again", "--turns", "3", "--json", *store, *history
+        )
+        assert ran.code == 0, ran.err
+    ran = hango(capsys, "sessions", "show", "again", "--json", *store)
+    assert ran.code == 0 and json.loads(ran.out)["turns"] == 9
+
+
+def test_a_refused_request_does_not_point_at_the_api_key() -> None:
+    error = InvalidRequestError("refusing to send an invalid request: ids must be unique")
+    for command in ("simulate", "replay", "chat"):
+        line = error_line(command, error)
+        assert "ANTHROPIC_API_KEY" not in line and "--provider anthropic" not in line
+        assert failure_for(error).code == 6

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from shared.compaction.repair import EMPTY_PLACEHOLDER, MISSING_RESULT, sendable
+from shared.compaction.repair import EMPTY_PLACEHOLDER, MISSING_RESULT, SendableCopy, sendable
 from shared.compaction.validate import validate_messages
-from shared.core.messages import CacheControl, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from shared.core.messages import (
+    CacheControl,
+    Message,
+    StoredMessage,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from shared.queue.keys import JobKey
 
 MARK = CacheControl(type="ephemeral")
@@ -78,3 +85,48 @@ def test_offload_jobs_of_one_turn_are_told_apart_by_their_range() -> None:
     second = JobKey("offload", "s1", 7, (41, 60))
     assert first.result != second.result and "1-40" in first.result
     assert JobKey("summary", "s1", 7).result == "hango:summary:{s1}:7:result"
+
+
+# -- a reused tool_use id (issue 14, defect 10) --------------------------------------------
+
+
+def _reused_id_transcript() -> tuple[Message, ...]:
+    return (
+        Message(role="user", content="first"),
+        Message(role="assistant", content=(call("toolu_1"),)),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="toolu_1", content="a"),)),
+        Message(role="assistant", content=(TextBlock(text="done"),)),
+        Message(role="user", content="again"),
+        Message(role="assistant", content=(call("toolu_1"), call("toolu_1_2"), call("toolu_1"))),
+        Message(
+            role="user",
+            content=(
+                ToolResultBlock(tool_use_id="toolu_1", content="b"),
+                ToolResultBlock(tool_use_id="toolu_1_2", content="c"),
+                ToolResultBlock(tool_use_id="toolu_1", content="d"),
+            ),
+        ),
+    )
+
+
+def test_a_reused_tool_use_id_is_made_unique_in_the_sent_copy() -> None:
+    messages = _reused_id_transcript()
+    assert validate_messages(messages), "the transcript must be invalid as stored"
+    repaired = sendable(messages)
+    assert validate_messages(repaired) == []
+    ids = [use.id for m in repaired for use in m.tool_uses()]
+    assert len(ids) == len(set(ids)) == 4
+    assert ids[0] == "toolu_1"
+    answers = [(r.tool_use_id, r.content) for r in repaired[6].tool_results()]
+    assert answers == list(zip(ids[1:], ["b", "c", "d"], strict=True))
+    assert next(messages[5].tool_uses()).id == "toolu_1"  # the stored message is untouched
+    assert sendable(messages) == repaired  # the same bytes on every call
+
+
+def test_the_incremental_copy_makes_reused_ids_unique_like_the_whole_one() -> None:
+    messages = _reused_id_transcript()
+    stored = [StoredMessage(seq=i + 1, turn=1, message=m) for i, m in enumerate(messages)]
+    copy = SendableCopy()
+    for end in range(1, len(stored) + 1):
+        grown, _ = copy.update(stored[:end])
+        assert grown == sendable(messages[:end])
