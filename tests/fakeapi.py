@@ -74,6 +74,17 @@ class ScriptedError:
 
 
 @dataclass(frozen=True)
+class EchoingError(ScriptedError):
+    """An error whose message quotes the request's credential headers, as some proxies do."""
+
+    def echoed(self, request_id: str, headers: dict[str, str]) -> Body:
+        quoted = {k: v for k, v in headers.items() if k in ("x-api-key", "authorization")}
+        body = self.body(request_id)
+        body["error"]["message"] += f" (request headers: {quoted})"
+        return body
+
+
+@dataclass(frozen=True)
 class RecordedRequest:
     """One request as the server received it (headers with lower-case names)."""
 
@@ -264,6 +275,18 @@ class FakeAnthropicAPI:
         with self._lock:
             self._failures.extend([(ScriptedError(status), endpoint)] * count)
 
+    def echo_credentials_next(
+        self, count: int, status: int = 401, *, endpoint: str | None = None
+    ) -> None:
+        """Answer the next ``count`` requests with an error quoting the credential headers."""
+        with self._lock:
+            self._failures.extend([(EchoingError(status), endpoint)] * count)
+
+    def forget_failures(self) -> None:
+        """Drop the scripted failures not answered yet."""
+        with self._lock:
+            self._failures.clear()
+
     def count_tokens(self, body: Body) -> int:
         return count_input_tokens(body)
 
@@ -292,6 +315,8 @@ class FakeAnthropicAPI:
             self.requests.append(RecordedRequest(path, headers, body))
             failure = self._take_failure(path)
         self._stopping.wait(self.count_delay if path == COUNT_TOKENS_PATH else self.message_delay)
+        if isinstance(failure, EchoingError):
+            return failure.status, failure.echoed(request_id, headers)
         if failure is not None:
             return failure.status, failure.body(request_id)
         if path not in (MESSAGES_PATH, COUNT_TOKENS_PATH):

@@ -6,6 +6,12 @@ the raw response JSON into a :class:`Response` (so no field the SDK does not mod
 lost), and :func:`provider_error` -- the one place where SDK exceptions become
 :mod:`shared.core.errors`. The API key is only ever handed to the SDK; error messages are
 built from the API's own error text and scrubbed of the key.
+
+No SDK exception crosses the boundary, not even as the cause or context of ours: an
+endpoint (some proxies do) may quote the ``Authorization`` or ``x-api-key`` header in its
+error body, and the SDK error keeps that body, its response and its request. Tracebacks,
+span events (``exception.stacktrace``), worker logs and Celery results print the whole
+chain, so the product error is raised outside the ``except`` block, with no chain at all.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anthropic
 from anthropic.resources.messages import Messages
@@ -51,6 +57,10 @@ _GENERATION_ONLY = frozenset(
     | {"service_tier", "inference_geo", "container", "diagnostics"}
 )
 _SDK_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
+# Anthropic API keys and OAuth tokens, scrubbed even when the configured secret is unknown.
+_KEY_PATTERN = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
+
+T = TypeVar("T")
 
 
 def _body_keywords(method: Callable[..., Any]) -> frozenset[str]:
@@ -116,7 +126,9 @@ def _bad_request_error(text: str, message: str) -> ProviderError:
 
 
 def _scrub(text: str, secret: str | None) -> str:
-    return text.replace(secret, "[redacted]") if secret else text
+    if secret:
+        text = text.replace(secret, "[redacted]")
+    return _KEY_PATTERN.sub("[redacted]", text)
 
 
 def _counting_body(request: Request) -> JsonObject:
@@ -145,7 +157,7 @@ class AnthropicProvider:
         except anthropic.AnthropicError as e:  # a broken credentials profile on disk
             raise ConfigError(
                 _scrub(f"Anthropic credentials: {e}", api_key), variable="ANTHROPIC_API_KEY"
-            ) from e
+            ) from None
         # Counting is a cheap pre-check with its own deadline: a retry would only blow it.
         self._counting_client = self._client.with_options(max_retries=0)
         self._capabilities = Capabilities(prompt_caching=prompt_caching)
@@ -175,11 +187,8 @@ class AnthropicProvider:
         """Send ``request`` as is; raise :mod:`shared.core.errors` on failure or overflow."""
         self._require_credentials()
         arguments = sdk_arguments(request.api_body(), _CREATE_KEYS)
-        try:
-            raw = self._client.messages.with_raw_response.create(**arguments)
-        except anthropic.AnthropicError as e:
-            raise provider_error(e, secret=self._secret) from _safe_cause(e)
-        response = _parse_response(raw.http_response.content, request.model)
+        raw = self._guarded(lambda: self._client.messages.with_raw_response.create(**arguments))
+        response = self._guarded(lambda: _parse_response(raw.http_response.content, request.model))
         if response.stop_reason == "model_context_window_exceeded":
             raise ContextOverflowError(
                 f"{request.model}: generation stopped at the context window "
@@ -192,11 +201,27 @@ class AnthropicProvider:
         """The API's input-token count of ``request``, within ``timeout`` seconds, no retry."""
         self._require_credentials()
         arguments = sdk_arguments(_counting_body(request), _COUNT_KEYS)
-        try:
-            counted = self._counting_client.messages.count_tokens(**arguments, timeout=timeout)
-        except anthropic.AnthropicError as e:
-            raise provider_error(e, secret=self._secret) from _safe_cause(e)
+        counted = self._guarded(
+            lambda: self._counting_client.messages.count_tokens(**arguments, timeout=timeout)
+        )
         return counted.input_tokens
+
+    def _guarded(self, call: Callable[[], T]) -> T:
+        """``call()``, with whatever it raises turned into a scrubbed, unchained product error."""
+        try:
+            return call()
+        except ProviderError as e:  # ours (a body that is not a message): scrub, unchain
+            error: ProviderError = type(e)(_scrub(e.message, self._secrets()), status=e.status)
+        except anthropic.AnthropicError as e:
+            error = provider_error(e, secret=self._secrets())
+        except Exception as e:  # the HTTP client or the SDK failing in a way it does not wrap
+            text = f"Anthropic SDK error: {type(e).__name__}: {e}"
+            error = ProviderError(_scrub(text, self._secrets()))
+        raise error  # outside the except block: no SDK exception in __cause__ or __context__
+
+    def _secrets(self) -> str | None:
+        """The key in use: the one given, else the one the SDK found in its environment."""
+        return self._secret or self._client.api_key or self._client.auth_token
 
     def _require_credentials(self) -> None:
         client = self._client
@@ -207,15 +232,6 @@ class AnthropicProvider:
             )
 
 
-def _safe_cause(error: anthropic.AnthropicError) -> BaseException | None:
-    """The SDK error to chain, or none: a connection error may quote the key.
-
-    An HTTP client that refuses a header value (a key pasted with a newline) puts the
-    value in its message, and tracebacks and span events print the whole chain.
-    """
-    return error if isinstance(error, anthropic.APIStatusError) else None
-
-
 def _parse_response(content: bytes, model: str) -> Response:
     try:
         return Response.model_validate_json(content)
@@ -224,4 +240,4 @@ def _parse_response(content: bytes, model: str) -> Response:
             f"{model}: the Messages API answered with a body that is not a message: "
             f"{e.errors()[0]['msg']} ({content[:200]!r})",
             status=200,
-        ) from e
+        ) from None

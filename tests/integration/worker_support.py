@@ -246,6 +246,10 @@ def worker_env(settings: Settings) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("HANGO_")}
     for name in _ENV_FIELDS:
         env[f"HANGO_{name.upper()}"] = str(getattr(settings, name))
+    if settings.anthropic_base_url is not None:
+        env["HANGO_ANTHROPIC_BASE_URL"] = settings.anthropic_base_url
+    if settings.anthropic_api_key is not None:
+        env["HANGO_ANTHROPIC_API_KEY"] = settings.anthropic_api_key.get_secret_value()
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = str(REPO_ROOT)
     return env

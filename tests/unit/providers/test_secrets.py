@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import io
+import json
+import pickle
 import traceback
 
 import pytest
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 
 from shared.core.errors import ProviderError
 from shared.core.messages import Message, Request
 from shared.core.settings import load_settings
 from shared.providers.anthropic import AnthropicProvider
+from shared.telemetry.provider import instrument_provider
 from tests.fakeapi import FakeAnthropicAPI
+from tests.otel_support import capture
 
 KEY = "sk-ant-SECRET-0123456789"
 REQUEST = Request(
@@ -31,3 +37,64 @@ def test_a_key_the_http_client_refuses_is_not_quoted_anywhere() -> None:
             provider.complete(REQUEST)
     printed = "".join(traceback.format_exception(caught.value))
     assert KEY not in printed and KEY not in str(caught.value)
+
+
+# -- an endpoint that quotes the credential headers in its error body (issue 14, #12) ------
+
+
+def _everything_about(error: BaseException) -> str:
+    """The traceback as printed, and every exception of the chain with its attributes."""
+    seen: list[str] = ["".join(traceback.format_exception(error))]
+    current: BaseException | None = error
+    while current is not None:
+        seen += [repr(current), str(current), repr(vars(current))]
+        seen.append(str(pickle.loads(pickle.dumps(current))))
+        current = current.__cause__ or current.__context__
+    return "\n".join(seen)
+
+
+ECHOED = [
+    (401, "/v1/messages"),
+    (400, "/v1/messages"),
+    (413, "/v1/messages"),
+    (500, "/v1/messages"),
+    (429, "/v1/messages/count_tokens"),
+]
+
+
+@pytest.mark.parametrize(("status", "endpoint"), ECHOED)
+@pytest.mark.parametrize("from_environment", [False, True])
+def test_an_error_body_quoting_the_key_reaches_no_exception_of_the_chain(
+    monkeypatch: pytest.MonkeyPatch, status: int, endpoint: str, from_environment: bool
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    with FakeAnthropicAPI() as api:
+        given = None if from_environment else KEY
+        provider = AnthropicProvider(api_key=given, base_url=api.base_url, max_retries=1)
+        api.echo_credentials_next(2, status, endpoint=endpoint)
+        with pytest.raises(ProviderError) as caught:
+            if endpoint.endswith("count_tokens"):
+                provider.count_tokens(REQUEST, timeout=2.0)
+            else:
+                provider.complete(REQUEST)
+        assert KEY in json.dumps([r.headers for r in api.requests])
+    assert "request headers" in str(caught.value), "the endpoint did not echo: proves nothing"
+    assert KEY not in _everything_about(caught.value)
+
+
+def test_spans_of_a_failed_call_carry_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    console = io.StringIO()
+    captured = capture()
+    captured.tracer_provider.add_span_processor(
+        SimpleSpanProcessor(ConsoleSpanExporter(out=console))
+    )
+    with FakeAnthropicAPI() as api:
+        inner = AnthropicProvider(api_key=KEY, base_url=api.base_url, max_retries=0)
+        provider = instrument_provider(inner, captured.telemetry)
+        api.echo_credentials_next(1, 401)
+        with pytest.raises(ProviderError):
+            provider.complete(REQUEST)
+    printed = console.getvalue()
+    assert "exception.stacktrace" in printed and "request headers" in printed
+    assert KEY not in printed
+    assert KEY not in repr([span.to_json() for span in captured.spans()])

@@ -1,0 +1,128 @@
+"""The API key never reaches a worker's log or Redis, even when the endpoint quotes it.
+
+A real ``celery`` worker summarizes with the Anthropic provider against the loopback fake
+of the Messages API, which answers with errors that quote the request's credential
+headers (some proxies do). A transient error is retried by the task (Celery logs the
+exception with its traceback); a permanent one falls back to the extractive summary with
+the reason recorded in the committed result. Neither may carry the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from shared.compaction.jobs import SummaryJob
+from shared.core.messages import Message
+from shared.history.local import LocalHistory
+from shared.providers.scripted import ScriptedProvider, text_reply
+from shared.store import Store
+from shared.summarizers.llm import LLMSummarizer
+from shared.summarizers.offload import InlineOffloader
+from shared.wiring.queue import make_queued_ports
+from tests.fakeapi import FakeAnthropicAPI
+from tests.integration.worker_support import (
+    WorkerProcess,
+    claimed_redis_db,
+    clear_job_keys,
+    queue_settings,
+    redis_url,
+)
+
+pytestmark = pytest.mark.integration
+
+KEY = "sk-ant-api03-WORKER-SECRET-0123456789abcdef"
+BRIEFING = "## Goal and user requests\nThe briefing the worker's model wrote, long enough."
+
+
+@pytest.fixture
+def redis_db() -> Iterator[int]:
+    with claimed_redis_db() as db:
+        yield db
+
+
+def _job(store: Store, session_id: str) -> SummaryJob:
+    store.ensure_session(session_id, "test-model")
+    for i in range(4):
+        role = "user" if i % 2 == 0 else "assistant"
+        store.append_message(session_id, 1, Message(role=role, content=f"{role} message {i}"))
+    evicted = tuple(store.messages(session_id))
+    return SummaryJob(
+        session_id=session_id,
+        turn=2,
+        from_seq=evicted[0].seq,
+        to_seq=evicted[-1].seq,
+        previous_summary=None,
+        evicted=evicted,
+        model="claude-haiku-4-5",
+    )
+
+
+def _everything_in(client: redis.Redis) -> bytes:
+    dumped = b""
+    for key in client.scan_iter():
+        kind = client.type(key)
+        if kind == b"string":
+            dumped += client.get(key) or b""
+        elif kind == b"list":
+            dumped += b"".join(client.lrange(key, 0, -1))
+        elif kind == b"hash":
+            dumped += b"".join(k + v for k, v in client.hgetall(key).items())
+        elif kind in (b"set", b"zset"):
+            dumped += b"".join(
+                client.zrange(key, 0, -1) if kind == b"zset" else client.smembers(key)
+            )
+    return dumped
+
+
+def test_an_endpoint_quoting_the_key_leaks_it_neither_to_the_worker_log_nor_redis(
+    redis_db: int, pg_url: str, pg_store: Store, tmp_path: Path
+) -> None:
+    client = redis.Redis.from_url(redis_url(redis_db))
+    with FakeAnthropicAPI(responder=lambda body: text_reply_body(BRIEFING)) as api:
+        settings = queue_settings(
+            redis=redis_url(redis_db),
+            database_url=pg_url,
+            history_root=tmp_path / "history",
+            worker_summarizer="anthropic",
+            anthropic_api_key=KEY,
+            anthropic_base_url=api.base_url,
+            queue_deadline=120.0,  # the task's six attempts back off up to a minute
+        )
+        history = LocalHistory(settings.history_root)
+        inline = ScriptedProvider(fallback=lambda request: text_reply("inline, unexpected"))
+        summarizer, _ = make_queued_ports(
+            settings,
+            history=history,
+            fallback_summarizer=LLMSummarizer(inline),
+            fallback_offloader=InlineOffloader(history),
+        )
+        worker = WorkerProcess(settings, tmp_path / "worker.log", name="secrets", concurrency=1)
+        worker.start()
+        try:
+            clear_job_keys(client)
+            # Transient errors until the task gives up (Celery logs the failure with its
+            # traceback); then a permanent one (the extractive fallback, reason recorded).
+            api.echo_credentials_next(1000, 529, endpoint="/v1/messages")
+            failed = summarizer.summarize(_job(pg_store, "s-failed"))
+            api.forget_failures()
+            api.echo_credentials_next(1, 401, endpoint="/v1/messages")
+            refused = summarizer.summarize(_job(pg_store, "s-refused"))
+            log = worker.log_path.read_text()
+        finally:
+            worker.stop()
+        sent_key = [r for r in api.message_requests() if KEY in str(r.headers)]
+    assert len(sent_key) >= 7, "the worker did not call the endpoint with the key"
+    assert failed.fallback_reason is not None and "worker_failed" in failed.fallback_reason
+    assert refused.fallback_reason is not None and "request headers" in refused.fallback_reason
+    assert "Traceback" in log and "request headers" in log
+    assert KEY not in log
+    assert KEY.encode() not in _everything_in(client)
+    assert len(inline.requests) == 1  # the failed job fell back in the agent process
+
+
+def text_reply_body(text: str) -> dict[str, object]:
+    return {"content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
