@@ -36,10 +36,11 @@ from shared.middleware.base import Assembly, Middleware, ModelCall, Overflow, St
 from shared.middleware.chain import assemble, run_chain
 from shared.middleware.filesystem import FilesystemMiddleware
 from shared.middleware.observer import LoopObserver, NullObserver
+from shared.middleware.summarization import SummarizationMiddleware
 from shared.providers.base import Provider
 from shared.store import Store
 from shared.tokens.base import Estimator
-from shared.tools.builtin import ToolRegistry, calling_session
+from shared.tools.builtin import NOTHING_TO_COMPACT, ToolRegistry, calling_session
 
 log = logging.getLogger(__name__)
 
@@ -177,12 +178,29 @@ class AgentLoop:
         with calling_session(ctx.session_id):
             outcome = self.tools.execute(use)
         if outcome.force_compaction is not None:
+            if not self._can_compact(ctx):
+                return ToolResultBlock(tool_use_id=use.id, content=NOTHING_TO_COMPACT)
             ctx.holder.force("tool")
             self.store.save_run_state(ctx.run_id, ctx.holder.state)
         content = self.filesystem.offload_large_result(use.id, outcome.content)
         if outcome.is_error:
             return ToolResultBlock(tool_use_id=use.id, content=content, is_error=True)
         return ToolResultBlock(tool_use_id=use.id, content=content)
+
+    def _can_compact(self, ctx: TurnContext) -> bool:
+        """Whether the next call could evict anything, counting the results about to come.
+
+        The results of this batch are not stored yet; a stand-in user message takes their
+        place, which is all the keep boundary looks at (roles, count, tool pairing).
+        """
+        summarizers = [m for m in self.chain if isinstance(m, SummarizationMiddleware)]
+        if not summarizers:
+            return True
+        call = self._outgoing(ctx, None, None)
+        pending = Message(role="user", content="(tool results of this batch)")
+        messages = (*call.request.messages, pending)
+        head = call.summary_message_present
+        return any(m.can_evict(messages, head_present=head) for m in summarizers)
 
     # -- the lower-level API (also used by `hango replay`) ------------------------------
 

@@ -189,6 +189,12 @@ class SummarizationMiddleware(PassThrough):
         if reason == "truncate":
             return self._truncate(call, tokens)
         plan = self._plan(call)
+        if plan is None and reason == "tool":
+            # The model asked for it, but everything left is kept verbatim: the request is
+            # void, not pending (its tool result already said so when the loop could tell).
+            call.state.force(None)
+            log.info("session %s turn %d: nothing to compact yet", call.session_id, call.turn)
+            return call
         if plan is None:
             log.warning(
                 "session %s turn %d: over the trigger but nothing can be evicted",
@@ -206,13 +212,23 @@ class SummarizationMiddleware(PassThrough):
         the window after the summary is mechanically truncated (``wrap``), which is the
         rung that aims at the post-compaction target.
         """
-        messages = call.request.messages
         first_real = 1 if call.summary_message_present else 0
-        keep = self.profile.keep_count(len(messages) - first_real)
-        boundary = keep_boundary(messages, keep, min_index=first_real + 1)
+        boundary = self._boundary(call.request.messages, first_real)
         if boundary is None:
             return None
         return _Plan(boundary=boundary, first_real=first_real)
+
+    def _boundary(self, messages: Sequence[Message], first_real: int) -> int | None:
+        keep = self.profile.keep_count(len(messages) - first_real)
+        return keep_boundary(messages, keep, min_index=first_real + 1)
+
+    def can_evict(self, messages: Sequence[Message], *, head_present: bool) -> bool:
+        """Whether a compaction of these outgoing messages would evict anything at all.
+
+        The ``compact_conversation`` tool asks this before promising a compaction, so a
+        request that cannot be honoured is answered in its result, not left pending.
+        """
+        return self._boundary(messages, 1 if head_present else 0) is not None
 
     def _summarize(
         self, call: ModelCall, reason: CompactionReason, tokens: int, plan: _Plan

@@ -238,6 +238,10 @@ COMPACTION_REQUESTED = (
     "Compaction requested: the earlier conversation will be summarized before the next "
     "model call, and its full transcript saved under /conversation_history/."
 )
+NOTHING_TO_COMPACT = (
+    "Nothing to compact yet: every message of this conversation is among the recent ones "
+    "kept verbatim, so a summary would free no context. No compaction is pending; carry on."
+)
 
 
 def builtin_tools(

@@ -216,3 +216,34 @@ def test_an_empty_system_block_is_never_sent(tmp_path: Path) -> None:
     agent.loop.run_turn("s", "hello")
     assert validate_request(provider.requests[0]) == []
     assert provider.requests[0].system_blocks()[0].text == "You are careful."
+
+
+def test_compact_conversation_with_nothing_to_evict_says_so_and_clears_the_request(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Nine tenths kept verbatim: the first messages of a session hold nothing to evict.
+    agent, provider = build(tmp_path, window=50_000, context_keep_frac=0.9)
+    provider.push(tool_reply(("compact_conversation", {})), text_reply("fine"))
+    agent.loop.run_turn("s", "compact, please")
+    results = [r for m in agent.store.messages("s") for r in m.message.tool_results()]
+    assert len(results) == 1 and "nothing to compact" in results[0].text().lower()
+    assert agent.store.latest_state("s").force_compaction is None
+    chat(agent, provider, "s", 3)
+    assert "nothing can be evicted" not in caplog.text
+    assert agent.store.session("s").compactions == 0  # type: ignore[union-attr]
+
+
+def test_a_pending_compaction_request_with_nothing_to_evict_is_cleared(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent, provider = build(tmp_path, window=50_000)
+    agent.loop.max_tool_rounds = 1
+    provider.push(tool_reply(("compact_conversation", {})))
+    agent.loop.run_turn("s", "compact, please")
+    assert agent.store.latest_state("s").force_compaction == "tool"
+    # The same session under a profile that keeps every message so far verbatim.
+    keeping, provider = build(tmp_path, window=50_000, context_keep_frac=0.9)
+    chat(keeping, provider, "s", 2)
+    assert keeping.store.latest_state("s").force_compaction is None
+    assert "nothing can be evicted" not in caplog.text
+    assert keeping.store.session("s").compactions == 0  # type: ignore[union-attr]
