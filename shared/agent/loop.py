@@ -182,7 +182,9 @@ class AgentLoop:
                 return ToolResultBlock(tool_use_id=use.id, content=NOTHING_TO_COMPACT)
             ctx.holder.force("tool")
             self.store.save_run_state(ctx.run_id, ctx.holder.state)
-        content = self.filesystem.offload_large_result(use.id, outcome.content)
+        content = self.filesystem.offload_large_result(
+            use.id, outcome.content, session_id=ctx.session_id
+        )
         if outcome.is_error:
             return ToolResultBlock(tool_use_id=use.id, content=content, is_error=True)
         return ToolResultBlock(tool_use_id=use.id, content=content)

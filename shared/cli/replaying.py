@@ -163,7 +163,7 @@ def replay_transcript(
                         on_call(sent)
                     loop.append(ctx, message)
                 else:
-                    loop.append(ctx, as_stored(message, loop.filesystem))
+                    loop.append(ctx, as_stored(message, loop.filesystem, ctx.session_id))
                 so_far.append(message)
         except BaseException as error:
             loop.end_turn(ctx, status="failed", error=f"{type(error).__name__}: {error}")
@@ -177,14 +177,16 @@ def _figures(sent: Request, so_far: list[Message], estimator: Estimator) -> Call
     return CallFigures(estimator.estimate_request(sent), estimator.estimate_request(raw))
 
 
-def as_stored(message: Message, filesystem: FilesystemMiddleware) -> Message:
+def as_stored(message: Message, filesystem: FilesystemMiddleware, session_id: str) -> Message:
     """The user message as a live turn stores it: large tool results offloaded."""
     if not any(message.tool_results()):
         return message
     blocks: list[ContentBlock] = []
     for block in message.blocks():
         if isinstance(block, ToolResultBlock) and _is_text_only(block):
-            content = filesystem.offload_large_result(block.tool_use_id, block.text())
+            content = filesystem.offload_large_result(
+                block.tool_use_id, block.text(), session_id=session_id
+            )
             if content != block.text():
                 block = block.model_copy(update={"content": content})
         blocks.append(block)

@@ -244,7 +244,7 @@ _COMMAND_KEYS = frozenset({"command", "cmd", "script"})
 _URL = re.compile(r"https?://[^\s'\"<>`)\]]+")
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.@+%=-]+(?:/[\w.@+%=-]*)*|[\w.@+%=-]+(?:/[\w.@+%=-]+)+")
 _PATH_TOKEN = re.compile(rf"(?<![\w/.~@+%=-])(?:{_PATH.pattern})")
-_OFFLOADED = re.compile(r"/large_tool_results/[\w.-]+")
+_OFFLOADED = re.compile(r"/large_tool_results/[\w.-]+(?:/[\w.-]+)?")
 _TRAILING = ".,;:'\""
 # Redirection targets in command lines, not artifacts of the work.
 _NOT_ARTIFACTS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})

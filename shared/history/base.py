@@ -1,8 +1,9 @@
 """The history backend: a tiny file system that every host of a worker pool can read.
 
 Paths are virtual and absolute (``/conversation_history/{session_id}.md``,
-``/large_tool_results/{tool_use_id}``, files the agent writes). Every backend normalises
-them with :func:`shared.history.paths.normalize` first, so nothing escapes the root.
+``/large_tool_results/{session_id}/{tool_use_id}``, files the agent writes). Every
+backend normalises them with :func:`shared.history.paths.normalize` first, so nothing
+escapes the root.
 """
 
 from __future__ import annotations

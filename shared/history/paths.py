@@ -44,9 +44,18 @@ def conversation_history_path(session_id: str) -> str:
     return f"{CONVERSATION_HISTORY_DIR}/{validate_session_id(session_id)}.md"
 
 
-def large_tool_result_path(tool_use_id: str) -> str:
-    """Where a tool result too large to keep in the request is offloaded."""
-    return f"{LARGE_TOOL_RESULTS_DIR}/{validate_tool_use_id(tool_use_id)}"
+def large_tool_results_dir(session_id: str) -> str:
+    """The directory of one session's offloaded tool results (only that session sees it)."""
+    return f"{LARGE_TOOL_RESULTS_DIR}/{validate_session_id(session_id)}"
+
+
+def large_tool_result_path(session_id: str, tool_use_id: str) -> str:
+    """Where a tool result too large to keep in the request is offloaded.
+
+    Scoped to the session like ``/conversation_history/{session}.md``: a tool output may
+    hold anything the session's own files or commands held.
+    """
+    return f"{large_tool_results_dir(session_id)}/{validate_tool_use_id(tool_use_id)}"
 
 
 def normalize(path: str) -> str:

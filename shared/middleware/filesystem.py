@@ -6,7 +6,7 @@ the files and the two history directories. One registry feeds both the definitio
 model sees and the tools the loop executes, so the two cannot drift apart.
 
 ``offload_large_result`` runs when a tool result is produced, before it is stored: a
-result over ``max_result_tokens`` is written in full to ``/large_tool_results/{id}`` and
+result over ``max_result_tokens`` is written in full to ``/large_tool_results/{session}/{id}`` and
 the stored result becomes a head/tail preview naming that path. The transcript then holds
 the preview from the start, so every later request is smaller and stays byte-identical
 (nothing is rewritten later, which keeps the prompt cache valid).
@@ -67,13 +67,18 @@ class FilesystemMiddleware(PassThrough):
         files = TextBlock(text=FILES_PROMPT)
         return assembly.add(system=(files,), tools=self.tools.definitions())
 
-    def offload_large_result(self, tool_use_id: str, content: str) -> str:
-        """``content`` itself, or a preview naming the file that now holds it in full."""
+    def offload_large_result(self, tool_use_id: str, content: str, *, session_id: str) -> str:
+        """``content`` itself, or a preview naming the file that now holds it in full.
+
+        The file is the session's own (``/large_tool_results/{session}/{id}``); an id the
+        session already used for another result gets a suffix, so no preview ever comes
+        to name a file that was overwritten.
+        """
         tokens = self.estimator.estimate(content)
         if tokens <= self.max_result_tokens:
             return content
         try:
-            path = large_tool_result_path(tool_use_id)
+            path = self._free_path(session_id, tool_use_id, content)
             self.history.write(path, content)
         except (HangoError, OSError) as error:
             # Keeping the full result is safe (truncation and compaction still bound the
@@ -81,6 +86,13 @@ class FilesystemMiddleware(PassThrough):
             logger.warning("could not offload large result of %s: %s", tool_use_id, error)
             return content
         return large_result_preview(content, path=path, tokens=tokens)
+
+    def _free_path(self, session_id: str, tool_use_id: str, content: str) -> str:
+        path = base = large_tool_result_path(session_id, tool_use_id)
+        n = 2
+        while self.history.exists(path) and self.history.read(path) != content:
+            path, n = f"{base}_{n}", n + 1
+        return path
 
 
 def large_result_preview(

@@ -30,6 +30,7 @@ from shared.history.paths import (
     LARGE_TOOL_RESULTS_DIR,
     conversation_history_path,
     is_under,
+    large_tool_results_dir,
     normalize,
 )
 
@@ -357,10 +358,16 @@ def calling_session(session_id: str) -> Iterator[None]:
 
 
 def _visible(path: str) -> bool:
+    """Whether the calling session may see ``path``: of the two system directories, only
+    its own history file and its own offloaded tool results."""
     session_id = _calling_session.get()
-    if session_id is None or not is_under(path, CONVERSATION_HISTORY_DIR):
+    if session_id is None:
         return True
-    return path == conversation_history_path(session_id)
+    if is_under(path, CONVERSATION_HISTORY_DIR):
+        return path == conversation_history_path(session_id)
+    if is_under(path, LARGE_TOOL_RESULTS_DIR) and path != LARGE_TOOL_RESULTS_DIR:
+        return is_under(path, large_tool_results_dir(session_id))
+    return True
 
 
 def _writable(path: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -247,3 +248,34 @@ def test_a_pending_compaction_request_with_nothing_to_evict_is_cleared(
     assert keeping.store.latest_state("s").force_compaction is None
     assert "nothing can be evicted" not in caplog.text
     assert keeping.store.session("s").compactions == 0  # type: ignore[union-attr]
+
+
+def test_one_sessions_model_cannot_list_or_read_another_sessions_large_results(
+    tmp_path: Path,
+) -> None:
+    agent, provider = build(tmp_path, tool_result_offload_tokens=200)
+    secret = "alice-only " * 400
+    provider.push(
+        tool_reply(("write_file", {"path": "/work/big.txt", "content": secret})),
+        tool_reply(("read_file", {"path": "/work/big.txt"})),
+        text_reply("done"),
+    )
+    agent.loop.run_turn("alice", "read the big file")
+    offloaded = [p for p in agent.history.ls("/") if p.startswith("/large_tool_results/")]
+    assert len(offloaded) == 1 and "alice" in offloaded[0]
+    provider.push(
+        tool_reply(("ls", {"path": "/"})),
+        tool_reply(("ls", {"path": "/large_tool_results"})),
+        tool_reply(("read_file", {"path": offloaded[0]})),
+        text_reply("done"),
+    )
+    agent.loop.run_turn("bob", "show me what others offloaded")
+    bob = [r for m in agent.store.messages("bob") for r in m.message.tool_results()]
+    listed_root, listed_dir, read = bob
+    assert offloaded[0] not in listed_root.text() + listed_dir.text()
+    assert read.is_error and "another session" in read.text()
+    assert "alice-only" not in json.dumps([r.text() for r in bob])
+    provider.push(tool_reply(("read_file", {"path": offloaded[0]})), text_reply("done"))
+    agent.loop.run_turn("alice", "read my offloaded result")
+    own = next(iter(agent.store.messages("alice")[-2].message.tool_results()))
+    assert not own.is_error and "alice-only" in own.text()

@@ -180,7 +180,9 @@ def test_artifact_index_collects_paths_and_urls_in_order_without_duplicates() ->
                 call("toolu_c7", "bash", command="curl -s https://api.example.com/v1/items."),
             ),
             results(
-                result("toolu_c1", "[too large: saved at /large_tool_results/toolu_c1; read it]"),
+                result(
+                    "toolu_c1", "[too large: saved at /large_tool_results/s-1/toolu_c1; read it]"
+                ),
                 *(result(f"toolu_c{n}") for n in range(2, 8)),
             ),
         ]
@@ -193,7 +195,7 @@ def test_artifact_index_collects_paths_and_urls_in_order_without_duplicates() ->
         "https://example.com/docs?page=2",
         "/repo/README.md",
         "https://api.example.com/v1/items",
-        "/large_tool_results/toolu_c1",
+        "/large_tool_results/s-1/toolu_c1",
     ]
     assert artifact_index(evicted) == artifact_index(evicted)
 

@@ -87,13 +87,14 @@ def test_an_accepted_id_is_one_plain_path_segment(candidate: str) -> None:
 
 @pytest.mark.parametrize("tool_use_id", ["toolu_01ABC", "call-1.json"])
 def test_large_tool_result_paths(tool_use_id: str) -> None:
-    assert large_tool_result_path(tool_use_id) == f"/large_tool_results/{tool_use_id}"
+    path = large_tool_result_path("sess-1", tool_use_id)
+    assert path == f"/large_tool_results/sess-1/{tool_use_id}"
 
 
 @pytest.mark.parametrize("tool_use_id", ["../x", "a/b", "", "..", "\x00", "x" * 129])
 def test_unsafe_tool_use_ids_are_refused(tool_use_id: str) -> None:
     with pytest.raises(HistoryPathError, match="tool-use id"):
-        large_tool_result_path(tool_use_id)
+        large_tool_result_path("sess-1", tool_use_id)
 
 
 @pytest.mark.parametrize(
