@@ -91,6 +91,11 @@ def test_an_endpoint_quoting_the_key_leaks_it_neither_to_the_worker_log_nor_redi
             anthropic_api_key=KEY,
             anthropic_base_url=api.base_url,
             queue_deadline=120.0,  # the task's six attempts back off up to a minute
+            # A fresh pool child imports the SDK on its first task: seconds on a busy host.
+            summarizer_timeout=20.0,
+            worker_soft_time_limit=30.0,
+            worker_time_limit=40.0,
+            queue_visibility_timeout=60.0,
         )
         history = LocalHistory(settings.history_root)
         inline = ScriptedProvider(fallback=lambda request: text_reply("inline, unexpected"))
