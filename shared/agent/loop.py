@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from shared.compaction.head import head_message
@@ -39,6 +40,7 @@ from shared.middleware.observer import LoopObserver, NullObserver
 from shared.middleware.summarization import SummarizationMiddleware
 from shared.providers.base import Provider
 from shared.store import Store
+from shared.store.leases import LeasePolicy, SessionLeases, TurnLease
 from shared.tokens.base import Estimator
 from shared.tools.builtin import NOTHING_TO_COMPACT, ToolRegistry, calling_session
 
@@ -81,6 +83,8 @@ class TurnContext:
     input_tokens: int = 0
     last_response: Response | None = None
     sent: list[Request] = field(default_factory=list)
+    # The turn's hold on its session: every append is fenced by it (None: not leased).
+    lease: TurnLease | None = None
 
 
 class AgentLoop:
@@ -98,9 +102,14 @@ class AgentLoop:
         max_tool_rounds: int = 50,
         system_prompt: Sequence[TextBlock] = (),
         input_limit: InputLimit | None = None,
+        lease_policy: LeasePolicy | None = None,
     ) -> None:
         self.store = store
         self.provider = provider
+        # One turn at a time per session, across processes and hosts (None: not enforced,
+        # for callers that serialize turns themselves).
+        self.lease_policy = lease_policy
+        self.leases = SessionLeases(store.engine)
         self.chain = tuple(chain)
         self.tools = tools
         self.filesystem = filesystem
@@ -125,8 +134,28 @@ class AgentLoop:
     # -- a whole turn -------------------------------------------------------------------
 
     def run_turn(self, session_id: str, user_input: str | Message) -> TurnResult:
+        """One turn; while another process runs one on the session, wait for it first.
+
+        :class:`~shared.core.errors.SessionBusyError` when that wait runs out.
+        """
         message = self._user_message(user_input)
+        with self._holding(session_id) as lease:
+            return self._run_held_turn(session_id, message, lease)
+
+    @contextmanager
+    def _holding(self, session_id: str) -> Iterator[TurnLease | None]:
+        if self.lease_policy is None:
+            yield None
+            return
+        self.store.ensure_session(session_id, self.model)
+        with self.leases.held(session_id, self.lease_policy) as lease:
+            yield lease
+
+    def _run_held_turn(
+        self, session_id: str, message: Message, lease: TurnLease | None
+    ) -> TurnResult:
         ctx = self.begin_turn(session_id)
+        ctx.lease = lease
         with self.observer.turn(session_id, ctx.turn):
             try:
                 self.append(ctx, message)
@@ -222,7 +251,7 @@ class AgentLoop:
         )
 
     def append(self, ctx: TurnContext, message: Message) -> StoredMessage:
-        stored = self.store.append_message(ctx.session_id, ctx.turn, message)
+        stored = self.store.append_message(ctx.session_id, ctx.turn, message, ctx.lease)
         cached = self._transcripts.setdefault(ctx.session_id, [])
         if cached and cached[-1].seq == stored.seq - 1:
             cached.append(stored)  # in step with the store: keep the very same object

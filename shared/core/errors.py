@@ -13,6 +13,8 @@
     ├── ToolInputError           a tool's arguments cannot be acted on (told to the model)
     ├── SummarizerError          a summarizer failed or returned nothing usable
     ├── LeaseBusyError           another worker holds a job's lease (the task retries)
+    ├── SessionBusyError         another process runs a turn on the session (waited, gave up)
+    ├── TurnLeaseLostError       this process's hold on the session was taken over
     ├── MissingRangeError        a task's evicted range is not in the store
     ├── QueueUnavailableError    the broker/Redis cannot be reached or no worker answered
     │   ├── QueueDeadlineError   no result before the caller's deadline
@@ -150,6 +152,18 @@ class ContextOverflowError(ProviderError):
         status: int | None = None,
     ) -> None:
         super().__init__(message, status=status, tokens=tokens, maximum=maximum)
+
+
+class SessionBusyError(HangoError):
+    """Another process is running a turn on this session, and the wait for it ran out."""
+
+    session_id: str
+
+
+class TurnLeaseLostError(HangoError):
+    """This process's hold on the session expired and another holder took it: stop writing."""
+
+    session_id: str
 
 
 class UnknownSessionError(HangoError):

@@ -85,6 +85,12 @@ class Settings(BaseSettings):
     tool_result_offload_tokens: int = Field(default=20000, gt=0)
     estimator: Literal["tiktoken", "heuristic"] = "tiktoken"
 
+    # One turn at a time per session (shared/store/leases.py): a holder heartbeats its lease
+    # every third of the ttl; a crashed one's expires after it. A second run_turn waits up
+    # to session_busy_timeout, then fails with SessionBusyError.
+    session_lease_ttl: float = Field(default=30.0, gt=0)
+    session_busy_timeout: float = Field(default=60.0, ge=0)
+
     home: Path = Field(default_factory=lambda: user_data_dir())
     # Both default to a place inside ``home`` (filled in by ``_state_in_home``).
     database_url: str = ""

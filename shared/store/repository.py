@@ -27,6 +27,7 @@ from shared.compaction.record import RunState
 from shared.core.errors import ConfigError, SchemaNotReadyError, UnknownSessionError
 from shared.core.ids import validate_session_id
 from shared.core.messages import Message, StoredMessage
+from shared.store.leases import TurnLease, check_fence
 from shared.store.tables import conflict_insert, messages, runs, sessions
 
 RUN_STATUSES = frozenset({"running", "completed", "failed"})
@@ -152,11 +153,18 @@ class Store:
 
     # -- messages (append-only) -------------------------------------------------------
 
-    def append_message(self, session_id: str, turn: int, message: Message) -> StoredMessage:
-        """Store ``message`` as the session's next ``seq`` (1, 2, ...) and return it."""
+    def append_message(
+        self, session_id: str, turn: int, message: Message, lease: TurnLease | None = None
+    ) -> StoredMessage:
+        """Store ``message`` as the session's next ``seq`` (1, 2, ...) and return it.
+
+        With ``lease``, the append happens only if that holding of the session is still
+        the current one (fencing), checked in the same transaction:
+        :class:`TurnLeaseLostError` otherwise.
+        """
         for attempt in range(_APPEND_ATTEMPTS):
             try:
-                return self._append_once(session_id, turn, message)
+                return self._append_once(session_id, turn, message, lease)
             except IntegrityError:
                 if self.session(session_id) is None:
                     raise UnknownSessionError(session_id, database=self.where) from None
@@ -166,9 +174,13 @@ class Store:
             f"could not append to session {session_id!r} after {_APPEND_ATTEMPTS} attempts"
         )
 
-    def _append_once(self, session_id: str, turn: int, message: Message) -> StoredMessage:
+    def _append_once(
+        self, session_id: str, turn: int, message: Message, lease: TurnLease | None
+    ) -> StoredMessage:
         with self.engine.begin() as conn:
             _lock_session(conn, session_id)
+            if lease is not None:
+                check_fence(conn, lease)
             last = select(func.coalesce(func.max(messages.c.seq), 0)).where(
                 messages.c.session_id == session_id
             )

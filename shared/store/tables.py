@@ -16,6 +16,7 @@ from sqlalchemy import (
     JSON,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Integer,
     MetaData,
@@ -74,6 +75,15 @@ runs = Table(
     Column("finished_at", DateTime(timezone=True), nullable=True),
     Column("error", Text, nullable=True),
     UniqueConstraint("session_id", "turn"),
+)
+
+session_leases = Table(
+    "session_leases",
+    metadata,
+    Column("session_id", Text, ForeignKey("sessions.id"), primary_key=True),
+    Column("holder", Text, nullable=False),
+    Column("fence", Integer, nullable=False),
+    Column("expires_at", Float, nullable=False),
 )
 
 history_files = Table(

@@ -26,6 +26,7 @@ from shared.middleware.summarization import SummarizationMiddleware
 from shared.middleware.tool_args import ToolArgTruncationMiddleware
 from shared.providers.base import Provider
 from shared.store import Store
+from shared.store.leases import LeasePolicy
 from shared.summarizers.llm import LLMSummarizer
 from shared.summarizers.offload import InlineOffloader
 from shared.telemetry.names import Telemetry
@@ -113,6 +114,9 @@ def build_agent(
         max_tokens=max_tokens,
         observer=observer,
         system_prompt=system_prompt,
+        lease_policy=LeasePolicy(
+            ttl=settings.session_lease_ttl, wait=settings.session_busy_timeout
+        ),
         input_limit=InputLimit(tokens=profile.max_input_tokens // 2, estimator=estimator),
     )
     return Agent(settings, store, history, loop, provider, profile, summarizer, offloader)

@@ -46,6 +46,10 @@ def test_command_line_uses_hango_database_url(fresh_pg_url: str) -> None:
         assert set(inspect(engine).get_table_names()) == {*metadata.tables, "alembic_version"}
 
         alembic_cli(fresh_pg_url, "downgrade", "-1")
+        assert "session_leases" not in inspect(engine).get_table_names()
+        assert current_revision(engine) == "0003_session_counters"
+
+        alembic_cli(fresh_pg_url, "downgrade", "-1")
         assert "compactions" not in columns(engine, "sessions")
         assert current_revision(engine) == "0002_history"
     finally:
@@ -69,6 +73,6 @@ def test_concurrent_migrations_take_turns(fresh_pg_url: str) -> None:
     assert [code for code, _ in outcomes] == [0, 0, 0], [err.decode()[-500:] for _, err in outcomes]
     engine = engine_from_url(fresh_pg_url)
     try:
-        assert current_revision(engine) == "0003_session_counters"
+        assert current_revision(engine) == "0006_turn_leases"
     finally:
         engine.dispose()

@@ -508,7 +508,7 @@ def test_migrate_creates_the_schema_and_list_reads_it(
     migrated = hango(capsys, "migrate", "--database-url", url)
     after = hango(capsys, "sessions", "list", "--database-url", url, "--json")
 
-    assert migrated.code == 0 and "applied revisions none → 0003" in migrated.err
+    assert migrated.code == 0 and "applied revisions none → 0006_turn_leases" in migrated.err
     assert (tmp_path / "fresh.db").is_file()
     assert after.code == 0 and json.loads(after.out) == []
     again = hango(capsys, "migrate", "--database-url", url)

@@ -377,7 +377,7 @@ class MigrationsContract:
             with engine.connect() as conn:
                 differences = compare_metadata(MigrationContext.configure(conn), metadata)
             assert differences == []
-            assert current_revision(engine) == "0003_session_counters"
+            assert current_revision(engine) == "0006_turn_leases"
         finally:
             engine.dispose()
 
@@ -391,7 +391,7 @@ class MigrationsContract:
             before_columns = {name: columns(store.engine, name) for name in kept_tables}
             store.engine.dispose()
 
-            run_alembic(empty_url, "downgrade", "-1")
+            run_alembic(empty_url, "downgrade", "0002_history")
 
             assert current_revision(store.engine) == "0002_history"
             assert columns(store.engine, "sessions") == ["id", "model", "created_at"]
@@ -408,6 +408,30 @@ class MigrationsContract:
             assert (info.last_input_tokens, info.compactions) == (0, 0)
             assert [m.seq for m in store.messages("s1")] == [1, 2, 3]
             assert {name: table_rows(store.engine, name, "1") for name in kept_tables} == before
+        finally:
+            store.engine.dispose()
+
+    def test_downgrade_one_drops_exactly_the_turn_leases(self, empty_url: str) -> None:
+        store = Store.from_url(empty_url)
+        try:
+            store.migrate()
+            seed(store)
+            kept = ("sessions", "messages", "runs", "history_files", "history_sections")
+            before = {name: table_rows(store.engine, name, "1") for name in kept}
+            store.engine.dispose()
+
+            run_alembic(empty_url, "downgrade", "-1")
+
+            assert current_revision(store.engine) == "0003_session_counters"
+            assert "session_leases" not in inspect(store.engine).get_table_names()
+            assert {name: table_rows(store.engine, name, "1") for name in kept} == before
+            store.engine.dispose()
+
+            run_alembic(empty_url, "upgrade", "head")
+
+            assert columns(store.engine, "session_leases") == [
+                "session_id", "holder", "fence", "expires_at"
+            ]  # fmt: skip
         finally:
             store.engine.dispose()
 

@@ -1,0 +1,56 @@
+"""An agent process for tests that run several of them on one session.
+
+    python -m tests.turn_process DATABASE_URL SESSION TURNS
+
+builds the agent as a deployment does (``build_agent``: the session lease included), with
+a scripted model that answers each user message with one ``ls`` tool call and then a
+text, and runs TURNS turns on SESSION. It prints the turn numbers it ran, one per line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+
+from shared.compaction.extractive import ExtractiveSummarizer
+from shared.core.messages import Request, Response, TextBlock, ToolUseBlock, Usage
+from shared.core.settings import load_settings
+from shared.providers.scripted import ScriptedProvider, text_reply
+from shared.wiring.agent import build_agent
+
+
+def answer(request: Request) -> Response:
+    """A tool call for a new user message, a text once the tool's result is in."""
+    last = request.messages[-1]
+    if any(last.tool_results()):
+        return text_reply("listed the root")
+    # Ids unique across the processes sharing the session, as a real API's are.
+    use = ToolUseBlock(id=f"toolu_{os.getpid()}_{next(_ids)}", name="ls", input={"path": "/"})
+    return Response(
+        id=f"msg_{os.getpid()}_{next(_ids)}",
+        model=request.model,
+        content=(TextBlock(text="looking"), use),
+        stop_reason="tool_use",
+        usage=Usage(input_tokens=0, output_tokens=10),
+    )
+
+
+_ids = itertools.count(1)
+
+
+def main(argv: list[str]) -> int:
+    database_url, session_id, turns = argv[0], argv[1], int(argv[2])
+    settings = load_settings(database_url=database_url, estimator="heuristic", redis_url=None)
+    agent = build_agent(
+        settings, provider=ScriptedProvider(fallback=answer), summarizer=ExtractiveSummarizer()
+    )
+    for number in range(turns):
+        result = agent.loop.run_turn(session_id, f"task {number} from this process")
+        print(result.turn, flush=True)
+    agent.store.engine.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
