@@ -31,10 +31,12 @@ from shared.core.errors import (
     QueueDeadlineError,
     QueueUnavailableError,
     SchemaNotReadyError,
+    SessionBusyError,
     SummarizerError,
     ToolInputError,
     TranscriptError,
     TransientProviderError,
+    TurnLeaseLostError,
     UnknownSessionError,
 )
 
@@ -88,6 +90,11 @@ SAMPLES: list[tuple[HangoError, dict[str, Any]]] = [
     (JobFailedError("summarize:s:3: the worker failed: boom"), {}),
     (PublishError("summarize:s:3: could not publish the task"), {}),
     (LeaseBusyError("lease:summarize:s:3"), {"key": "lease:summarize:s:3"}),
+    (
+        SessionBusyError("session 's' is busy", session_id="s", waited=1.5),
+        {"session_id": "s", "waited": 1.5},
+    ),
+    (TurnLeaseLostError("lost", session_id="s"), {"session_id": "s"}),
     (MissingRangeError("messages 4-9 of 's' are not all in the store"), {}),
 ]
 
