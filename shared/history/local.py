@@ -93,6 +93,9 @@ class LocalHistory:
         real = self._real_path(path)
         if real == self.root or real.is_dir():
             raise HistoryPathError(path, "names a directory, not a file")
+        for parent in real.relative_to(self.root).parents:
+            if (self.root / parent).is_file():
+                raise HistoryPathError(path, f"/{parent.as_posix()} is a file, not a directory")
         return real
 
     def _real_path(self, path: str) -> Path:

@@ -121,14 +121,32 @@ def section_keys(text: str) -> set[str]:
     return {
         line[len(SECTION_MARKER_PREFIX) : -len(SECTION_MARKER_SUFFIX)]
         for line in text.splitlines()
-        if line.startswith(SECTION_MARKER_PREFIX) and line.endswith(SECTION_MARKER_SUFFIX)
+        if _is_marker_line(line)
     }
 
 
 def section_text(key: str, content: str) -> str:
-    """The text appended for section ``key``: its marker line, then ``content``, newline-ended."""
+    """The text appended for section ``key``: its marker line, then ``content``, newline-ended.
+
+    A content line that is itself a marker line (a transcript quoting a history file) gets
+    a leading backslash: only the product's own marker lines may say that a key was
+    appended, or a later section of a quoted key would be refused as already there.
+    """
     body = content if content.endswith("\n") or not content else content + "\n"
-    return f"{section_marker(key)}\n{body}"
+    return f"{section_marker(key)}\n{_escape_markers(body)}"
+
+
+def _escape_markers(text: str) -> str:
+    if SECTION_MARKER_PREFIX not in text:
+        return text
+    return "".join(
+        "\\" + line if _is_marker_line(line.rstrip("\r\n")) else line
+        for line in text.splitlines(keepends=True)
+    )
+
+
+def _is_marker_line(line: str) -> bool:
+    return line.startswith(SECTION_MARKER_PREFIX) and line.endswith(SECTION_MARKER_SUFFIX)
 
 
 def joined(existing: str, addition: str) -> str:

@@ -29,6 +29,7 @@ from sqlalchemy import (
     select,
 )
 
+from shared.core.errors import HistoryPathError
 from shared.history.paths import (
     is_under,
     normalize,
@@ -57,6 +58,7 @@ class PostgresHistory:
         content = storable(content)
         virtual = normalize(path)
         with self.engine.begin() as conn:
+            _refuse_non_file(conn, path, virtual)
             statement = conflict_insert(conn.dialect.name, history_files)
             conn.execute(
                 statement.on_conflict_do_update(
@@ -72,6 +74,7 @@ class PostgresHistory:
         virtual = normalize(path)
         addition = section_text(key, storable(content))  # validates the key before any SQL
         with self.engine.begin() as conn:
+            _refuse_non_file(conn, path, virtual)
             if not _record_keys(conn, virtual, {key}):
                 return False
             statement = conflict_insert(conn.dialect.name, history_files)
@@ -101,6 +104,25 @@ class PostgresHistory:
         query = select(history_files.c.path).where(history_files.c.path == normalize(path))
         with self.engine.connect() as conn:
             return conn.execute(query).first() is not None
+
+
+def _refuse_non_file(conn: Connection, path: str, virtual: str) -> None:
+    """Refuse what the local backend's file system refuses: the root, a path that is a
+    directory (other files lie under it), a path under a file."""
+    if virtual == "/":
+        raise HistoryPathError(path, "names a directory, not a file")
+    under = select(history_files.c.path).where(
+        history_files.c.path.startswith(virtual + "/", autoescape=True)
+    )
+    if conn.execute(under.limit(1)).first() is not None:
+        raise HistoryPathError(path, "names a directory, not a file")
+    parts = virtual.strip("/").split("/")
+    parents = ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+    if parents:
+        query = select(history_files.c.path).where(history_files.c.path.in_(parents))
+        blocking = conn.execute(query.limit(1)).scalar()
+        if blocking is not None:
+            raise HistoryPathError(path, f"{blocking} is a file, not a directory")
 
 
 def _record_keys(conn: Connection, virtual: str, keys: set[str]) -> bool:

@@ -99,6 +99,28 @@ class HistoryContract:
         history.write("/log.md", f"{section_marker('k2')}\nwritten by hand\n")
         assert not history.append_section("/log.md", "k2", "duplicate")
 
+    def test_a_section_quoting_the_marker_of_a_later_key_does_not_block_it(
+        self, history: HistoryBackend
+    ) -> None:
+        quoted = f"a transcript that quotes\n{section_marker('turn-2')}\nverbatim\n"
+        assert history.append_section("/log.md", "turn-1", quoted)
+        assert history.append_section("/log.md", "turn-2", "the second section")
+        text = history.read("/log.md")
+        assert text.count("the second section") == 1 and "verbatim" in text
+        assert not history.append_section("/log.md", "turn-2", "the second section again")
+
+    def test_a_directory_and_the_root_are_not_files(self, history: HistoryBackend) -> None:
+        history.write("/dir/file.md", "x")
+        for path in ("/dir", "/"):
+            with pytest.raises(HistoryPathError, match="directory"):
+                history.write(path, "x")
+            with pytest.raises(HistoryPathError, match="directory"):
+                history.append_section(path, "k", "x")
+        with pytest.raises(HistoryPathError, match="directory"):
+            history.write("/dir/file.md/inner.md", "x")
+        assert history.read("/dir/file.md") == "x"
+        assert history.ls("/") == ["/dir/file.md"]
+
     def test_bad_section_keys_are_refused_before_writing(self, history: HistoryBackend) -> None:
         for key in ("", "a\nb", "a --> b", "k" * 201):
             with pytest.raises(ValueError, match="section key"):
