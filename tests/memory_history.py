@@ -49,6 +49,9 @@ class MemoryHistory:
         with self._lock:
             return sorted(p for p in self._files if is_under(p, wanted))
 
+    def resolve(self, path: str) -> str:
+        return normalize(path)
+
     def exists(self, path: str) -> bool:
         key = normalize(path)
         with self._lock:

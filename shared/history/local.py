@@ -89,6 +89,10 @@ class LocalHistory:
     def exists(self, path: str) -> bool:
         return self._real_path(path).is_file()
 
+    def resolve(self, path: str) -> str:
+        relative = self._real_path(path).relative_to(self.root).as_posix()
+        return "/" if relative == "." else "/" + relative
+
     def _file_path(self, path: str) -> Path:
         real = self._real_path(path)
         if real == self.root or real.is_dir():

@@ -100,6 +100,9 @@ class PostgresHistory:
         # Sorted in Python, not by the database collation, so both backends list alike.
         return sorted(path for path in found if is_under(path, wanted))
 
+    def resolve(self, path: str) -> str:
+        return normalize(path)  # no links in the table: a path names itself
+
     def exists(self, path: str) -> bool:
         query = select(history_files.c.path).where(history_files.c.path == normalize(path))
         with self.engine.connect() as conn:

@@ -36,6 +36,11 @@ class SessionWorkspace:
     def exists(self, path: str) -> bool:
         return self.inner.exists(self._stored(path))
 
+    def resolve(self, path: str) -> str:
+        """What the inner backend resolves ``path`` to, in this view's terms."""
+        real = self.inner.resolve(self._stored(path))
+        return real.removeprefix(self.prefix) if is_under(real, self.prefix) else real
+
     def ls(self, prefix: str = "/") -> list[str]:
         wanted = normalize(prefix)
         others = [

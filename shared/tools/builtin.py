@@ -272,7 +272,7 @@ class FileTools:
 
     def read_file(self, arguments: Mapping[str, Any]) -> ToolOutcome:
         path = normalize(arguments["path"])
-        if not _visible(path):
+        if not (_visible(path) and _visible(self.history.resolve(path))):
             raise ToolInputError(f"{path} belongs to another session")
         offset = arguments.get("offset", 0)
         limit = min(arguments.get("limit", READ_DEFAULT_LIMIT), READ_MAX_LIMIT)
@@ -307,14 +307,14 @@ class FileTools:
         return "\n".join(shown)
 
     def write_file(self, arguments: Mapping[str, Any]) -> ToolOutcome:
-        path = _writable(arguments["path"])
+        path = self._writable(arguments["path"])
         content: str = arguments["content"]
         verb = "Replaced" if self.history.exists(path) else "Created"
         self.history.write(path, content)
         return ToolOutcome(content=f"{verb} {path} ({_size(content)}).")
 
     def edit_file(self, arguments: Mapping[str, Any]) -> ToolOutcome:
-        path = _writable(arguments["path"])
+        path = self._writable(arguments["path"])
         old, new = arguments["old_string"], arguments["new_string"]
         if not old:
             raise ToolInputError("old_string is empty; use write_file to create a file")
@@ -331,6 +331,12 @@ class FileTools:
             )
         self.history.write(path, text.replace(old, new))
         return ToolOutcome(content=f"Replaced {count} occurrence(s) in {path}.")
+
+    def _writable(self, path: str) -> str:
+        """The path, when neither it nor what it really names is a system directory."""
+        given = _writable(path)
+        _writable(self.history.resolve(given), shown=given)
+        return given
 
     def ls(self, arguments: Mapping[str, Any]) -> ToolOutcome:
         prefix = normalize(arguments.get("path", "/"))
@@ -370,12 +376,13 @@ def _visible(path: str) -> bool:
     return True
 
 
-def _writable(path: str) -> str:
+def _writable(path: str, *, shown: str | None = None) -> str:
     normalized = normalize(path)
     for directory in READ_ONLY_DIRS:
         if is_under(normalized, directory):
             raise ToolInputError(
-                f"{normalized} is read-only: {directory}/ holds history saved by the system"
+                f"{shown or normalized} is read-only: {directory}/ holds history saved by "
+                "the system"
             )
     return normalized
 

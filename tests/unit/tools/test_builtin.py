@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shared.core.messages import ToolDefinition, ToolUseBlock
+from shared.history.local import LocalHistory
+from shared.history.paths import conversation_history_path
 from shared.tools.builtin import (
     READ_DEFAULT_LIMIT,
     READ_LINE_CHARS,
@@ -15,6 +18,7 @@ from shared.tools.builtin import (
     Tool,
     ToolOutcome,
     ToolRegistry,
+    calling_session,
 )
 from tests.memory_history import MemoryHistory
 
@@ -243,3 +247,30 @@ def test_extra_tools_are_registered_and_failures_never_escape(history: MemoryHis
     )
     with pytest.raises(ValueError, match="already registered"):
         tools.add(Tool(definition, run_command))
+
+
+# --- a symlink planted inside the local root (issue 14, defect 17) -----------------------
+
+
+@pytest.mark.parametrize("planted", ["directory", "file"])
+def test_a_symlink_inside_the_root_cannot_reach_another_sessions_history(
+    tmp_path: Path, planted: str
+) -> None:
+    local = LocalHistory(tmp_path / "history")
+    alice = conversation_history_path("alice")
+    local.append_section(alice, "turn-1", "alice's secret plan")
+    root = local.root
+    (root / "work").mkdir()
+    if planted == "directory":
+        (root / "work" / "alias").symlink_to(root / "conversation_history")
+        via = "/work/alias/alice.md"
+    else:
+        (root / "work" / "alias.md").symlink_to(root / "conversation_history" / "alice.md")
+        via = "/work/alias.md"
+    registry = ToolRegistry(local)
+    with calling_session("bob"):
+        assert "another session" in error(run(registry, "read_file", path=via))
+        edited = run(registry, "edit_file", path=via, old_string="secret", new_string="public")
+        written = run(registry, "write_file", path=via, content="overwritten")
+    assert "read-only" in error(edited) and "read-only" in error(written)
+    assert "alice's secret plan" in local.read(alice)
