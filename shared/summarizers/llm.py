@@ -3,7 +3,11 @@
 ``LLMSummarizer`` asks a provider for the summary. An invalid summary request, a provider
 error, or a reply that is no summary (empty, a few characters, a tool call, a refusal)
 falls back to the extractive summary, and the result says why: a summarizer never fails
-the turn. The one difference between the two places it runs is a transient provider error
+the turn. A summary cut off at ``max_tokens`` is asked for once more with twice the room
+(a briefing missing its last sections loses the current state and the next step); cut
+off again, it falls back too. The usage of every call is reported and added up.
+
+The one difference between the two places it runs is a transient provider error
 (429, 5xx, timeout): in the agent's process it falls back like any other, on a worker
 (``retry_transient=True``) it is raised so the Celery task retries it with backoff.
 """
@@ -19,7 +23,7 @@ from shared.compaction.jobs import Summarizer, SummaryJob, SummaryResult
 from shared.compaction.summary_prompt import build_summary_request
 from shared.compaction.validate import format_violations, validate_request
 from shared.core.errors import HangoError, TransientProviderError
-from shared.core.messages import Response, TextBlock, Usage
+from shared.core.messages import Request, Response, TextBlock, Usage
 from shared.providers.base import Provider
 
 logger = logging.getLogger(__name__)
@@ -58,22 +62,38 @@ class LLMSummarizer:
         if violations:
             shown = format_violations(violations[:3])
             return self._fall_back(job, f"invalid summary request: {shown}")
+        usage: Usage | None = None
+        for max_tokens in (request.max_tokens, request.max_tokens * 2):
+            try:
+                response = self._complete(request.model_copy(update={"max_tokens": max_tokens}))
+            except _FellBack as failed:
+                return self._fall_back(job, failed.reason, usage=usage)
+            usage = response.usage if usage is None else added(usage, response.usage)
+            if response.stop_reason != "max_tokens":
+                break
+        else:
+            cut = f"summary cut off at max_tokens twice ({request.max_tokens}, then {max_tokens})"
+            return self._fall_back(job, cut, usage=usage)
+        text, problem = summary_text(response, min_chars=self.min_chars)
+        if problem is not None:
+            return self._fall_back(job, problem, usage=usage)
+        return SummaryResult(text=text, summarizer=SUMMARIZER_NAME, usage=usage)
+
+    def _complete(self, request: Request) -> Response:
+        """One summary call, its usage reported; a failure to fall back on is ``_FellBack``."""
         try:
             response = self.provider.complete(request)
         except TransientProviderError as error:
             if self.retry_transient:
                 raise
-            return self._fall_back(job, f"provider error: {_describe(error)}")
+            raise _FellBack(f"provider error: {_describe(error)}") from None
         except Exception as error:  # the turn must complete whatever the summarizer does
             if not isinstance(error, HangoError | TimeoutError | OSError):
                 logger.exception("unexpected error from the summarizer's provider")
-            return self._fall_back(job, f"provider error: {_describe(error)}")
+            raise _FellBack(f"provider error: {_describe(error)}") from None
         if self.on_usage is not None:
             self.on_usage(response.usage)
-        text, problem = summary_text(response, min_chars=self.min_chars)
-        if problem is not None:
-            return self._fall_back(job, problem, usage=response.usage)
-        return SummaryResult(text=text, summarizer=SUMMARIZER_NAME, usage=response.usage)
+        return response
 
     def _fall_back(self, job: SummaryJob, reason: str, usage: Usage | None = None) -> SummaryResult:
         logger.warning(
@@ -81,6 +101,30 @@ class LLMSummarizer:
         )
         result = self.fallback.summarize(job)
         return result.model_copy(update={"fallback_reason": reason, "usage": usage})
+
+
+class _FellBack(Exception):
+    """The summary call failed in a way the extractive summary stands in for."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def added(first: Usage, second: Usage) -> Usage:
+    """Two calls' usage as one figure (cache fields stay unset when both are)."""
+
+    def both(a: int | None, b: int | None) -> int | None:
+        return None if a is None and b is None else (a or 0) + (b or 0)
+
+    return Usage(
+        input_tokens=first.input_tokens + second.input_tokens,
+        output_tokens=first.output_tokens + second.output_tokens,
+        cache_creation_input_tokens=both(
+            first.cache_creation_input_tokens, second.cache_creation_input_tokens
+        ),
+        cache_read_input_tokens=both(first.cache_read_input_tokens, second.cache_read_input_tokens),
+    )
 
 
 def summary_text(

@@ -273,3 +273,36 @@ def test_every_payload_of_any_history_survives_rendering(history: tuple[Message,
         for answer in item.message.tool_results():
             assert answer.text() + "\n" in texts
     assert render_evicted("s", 1, evicted) == render_evicted("s", 1, evicted)
+
+
+# --- a summary cut off at max_tokens (issue 14, defect 4) --------------------------------
+
+
+def _cut_off(text: str, output: int) -> object:
+    return text_reply(text, stop_reason="max_tokens").model_copy(
+        update={"usage": Usage(input_tokens=1000, output_tokens=output)}
+    )
+
+
+def test_a_summary_cut_off_at_max_tokens_is_asked_again_with_room() -> None:
+    whole = text_reply(SUMMARY).model_copy(
+        update={"usage": Usage(input_tokens=1000, output_tokens=300)}
+    )
+    provider = ScriptedProvider([_cut_off(SUMMARY[:60], 100), whole])  # type: ignore[list-item]
+    seen: list[Usage] = []
+    outcome = LLMSummarizer(provider, max_tokens=100, on_usage=seen.append).summarize(summary_job())
+    assert (outcome.text, outcome.summarizer, outcome.fallback_reason) == (SUMMARY, "llm", None)
+    assert [r.max_tokens for r in provider.requests] == [100, 200]
+    assert outcome.usage == Usage(input_tokens=2000, output_tokens=400)
+    assert len(seen) == 2
+
+
+def test_a_summary_cut_off_twice_falls_back_and_says_why() -> None:
+    provider = ScriptedProvider(
+        [_cut_off(SUMMARY[:60], 100), _cut_off(SUMMARY[:90], 200)]  # type: ignore[list-item]
+    )
+    outcome = LLMSummarizer(provider, max_tokens=100).summarize(summary_job())
+    assert outcome.summarizer == "extractive"
+    assert outcome.fallback_reason is not None
+    assert "cut off at max_tokens" in outcome.fallback_reason and "200" in outcome.fallback_reason
+    assert outcome.usage == Usage(input_tokens=2000, output_tokens=300)
