@@ -9,6 +9,7 @@ from typing import Any
 
 from shared.core.messages import Request, Response, TextBlock
 from shared.core.settings import Settings, load_settings
+from shared.middleware.base import Middleware
 from shared.middleware.observer import LoopObserver
 from shared.providers.base import Capabilities
 from shared.providers.scripted import Reply, ScriptedProvider, text_reply, tool_reply
@@ -49,6 +50,7 @@ def build(
     window: int = 6000,
     caching: bool = False,
     observers: list[LoopObserver] | None = None,
+    late: Sequence[Middleware] = (),
     extra_tools: Sequence[Tool] = (),
     system_prompt: Sequence[TextBlock] = (),
     **overrides: Any,
@@ -66,6 +68,7 @@ def build(
         observers=observers or [],
         extra_tools=extra_tools,
         system_prompt=system_prompt,
+        late=late,
     )
     return agent, provider
 

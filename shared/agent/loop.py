@@ -32,6 +32,7 @@ from shared.core.messages import (
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
+    Usage,
 )
 from shared.middleware.base import Assembly, Middleware, ModelCall, Overflow, StateHolder
 from shared.middleware.chain import assemble, run_chain
@@ -60,6 +61,8 @@ class TurnResult:
     compactions: tuple[CompactionRecord, ...]
     input_tokens: int
     tool_calls: int
+    # The summarizer's usage in this turn, apart from the agent's (None: no model summary).
+    summarizer_usage: Usage | None = None
 
 
 @dataclass(frozen=True)
@@ -306,6 +309,7 @@ class AgentLoop:
             compactions=state.compactions,
             input_tokens=ctx.input_tokens,
             tool_calls=ctx.tool_calls,
+            summarizer_usage=summarizer_usage(state.compactions),
         )
 
     # -- building and sending one request -----------------------------------------------
@@ -383,3 +387,13 @@ class AgentLoop:
         after = cached[-1].seq + 1 if cached else None
         cached.extend(self.store.messages(session_id, from_seq=after))
         return cached
+
+
+def summarizer_usage(records: Sequence[CompactionRecord]) -> Usage | None:
+    """The summarizer's usage over ``records``, added up; ``None`` when none reported any."""
+    total: Usage | None = None
+    for record in records:
+        if record.summary_usage is not None:
+            usage = record.summary_usage
+            total = usage if total is None else total.plus(usage)
+    return total

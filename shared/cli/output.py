@@ -18,6 +18,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from shared.compaction.record import CompactionRecord
+from shared.core.messages import Usage
 
 # Tables written to a file or a pipe get this width rather than rich's 80 columns.
 PIPE_WIDTH = 120
@@ -135,7 +136,15 @@ def compaction_json(record: CompactionRecord) -> dict[str, Any]:
         "summarizer": record.summarizer,
         "fallback_reason": record.fallback_reason,
         "offload_path": record.offload_path,
+        "summary_usage": usage_json(record.summary_usage),
     }
+
+
+def usage_json(usage: Usage | None) -> dict[str, int] | None:
+    """Input (cache reads and writes included) and output tokens, or ``None``."""
+    if usage is None:
+        return None
+    return {"input_tokens": usage.total_input_tokens(), "output_tokens": usage.output_tokens}
 
 
 def by_reason(records: Iterable[CompactionRecord]) -> dict[str, int]:

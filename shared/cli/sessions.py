@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
+from shared.agent.loop import summarizer_usage
 from shared.cli.output import (
     compaction_json,
     compaction_table,
@@ -25,6 +26,7 @@ from shared.cli.output import (
     print_json,
     redact_url,
     stdout_console,
+    usage_json,
 )
 from shared.cli.parsing import summary
 from shared.cli.wiring import history_file, settings_with
@@ -152,6 +154,7 @@ def run_show(args: argparse.Namespace) -> int:
         "failed_turns": sum(1 for run in runs if run.status == "failed"),
         "stored_messages": len(store.messages(session_id)),
         "compaction_records": [compaction_json(record) for record in records],
+        "summarizer_usage": usage_json(summarizer_usage(records)),
         "history_file": shown_path,
     }
     if args.json:
@@ -168,6 +171,7 @@ def run_show(args: argparse.Namespace) -> int:
                 ("stored messages", report["stored_messages"]),
                 ("last input tokens (counter)", info.last_input_tokens),
                 ("compactions (counter)", info.compactions),
+                ("summarizer tokens in / out", _usage_text(report["summarizer_usage"])),
                 ("history file", shown_path or _no_history_file(missing)),
             ],
         )
@@ -176,6 +180,12 @@ def run_show(args: argparse.Namespace) -> int:
         console.print(compaction_table(records, title="Compaction records (run state)"))
     _fail_if_missing(session_id, settings, history, missing)
     return 0
+
+
+def _usage_text(usage: dict[str, int] | None) -> str:
+    if usage is None:
+        return "(no model summary)"
+    return f"{usage['input_tokens']:,} / {usage['output_tokens']:,}"
 
 
 def _missing_history(history: HistoryBackend, records: list[CompactionRecord]) -> list[str]:

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from shared.core.messages import Usage
+
 CompactionReason = Literal["threshold", "overflow", "tool", "truncate"]
 
 
@@ -36,6 +38,8 @@ class CompactionRecord(BaseModel):
     # the head message quotes it, so the task of a long working turn is never known only
     # through a summary. ``None`` when it is kept (or would not fit even alone).
     user_request: str | None = None
+    # What the summarizer's model calls cost (kept apart from the agent's own usage).
+    summary_usage: Usage | None = None
 
     @property
     def saved_to_seq(self) -> int:

@@ -237,6 +237,23 @@ class Usage(WireModel):
             + (self.cache_read_input_tokens or 0)
         )
 
+    def plus(self, other: Usage) -> Usage:
+        """Two calls' usage as one figure (a cache field stays unset when both are)."""
+
+        def both(a: int | None, b: int | None) -> int | None:
+            return None if a is None and b is None else (a or 0) + (b or 0)
+
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_input_tokens=both(
+                self.cache_creation_input_tokens, other.cache_creation_input_tokens
+            ),
+            cache_read_input_tokens=both(
+                self.cache_read_input_tokens, other.cache_read_input_tokens
+            ),
+        )
+
 
 class Response(WireModel):
     """A ``message`` object returned by ``POST /v1/messages``."""

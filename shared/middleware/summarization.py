@@ -263,6 +263,7 @@ class SummarizationMiddleware(PassThrough):
             evicted_messages=len(evicted),
             summarizer=result.summarizer,
             fallback_reason=result.fallback_reason,
+            summary_usage=result.usage,
             artifacts=artifacts,
         )
         compacted = _apply(call, record, plan.boundary)

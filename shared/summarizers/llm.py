@@ -68,7 +68,7 @@ class LLMSummarizer:
                 response = self._complete(request.model_copy(update={"max_tokens": max_tokens}))
             except _FellBack as failed:
                 return self._fall_back(job, failed.reason, usage=usage)
-            usage = response.usage if usage is None else added(usage, response.usage)
+            usage = response.usage if usage is None else usage.plus(response.usage)
             if response.stop_reason != "max_tokens":
                 break
         else:
@@ -109,22 +109,6 @@ class _FellBack(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def added(first: Usage, second: Usage) -> Usage:
-    """Two calls' usage as one figure (cache fields stay unset when both are)."""
-
-    def both(a: int | None, b: int | None) -> int | None:
-        return None if a is None and b is None else (a or 0) + (b or 0)
-
-    return Usage(
-        input_tokens=first.input_tokens + second.input_tokens,
-        output_tokens=first.output_tokens + second.output_tokens,
-        cache_creation_input_tokens=both(
-            first.cache_creation_input_tokens, second.cache_creation_input_tokens
-        ),
-        cache_read_input_tokens=both(first.cache_read_input_tokens, second.cache_read_input_tokens),
-    )
 
 
 def summary_text(

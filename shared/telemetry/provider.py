@@ -40,6 +40,11 @@ class InstrumentedProvider:
         return self.inner.name
 
     @property
+    def purpose(self) -> str:
+        """``hango.call.purpose`` of its calls: ``chat`` or ``summarize``."""
+        return self._purpose
+
+    @property
     def capabilities(self) -> Capabilities:
         return self.inner.capabilities
 

@@ -18,6 +18,7 @@ from shared.core.messages import TextBlock
 from shared.core.profiles import ModelProfile, Profiles
 from shared.core.settings import Settings
 from shared.history.base import HistoryBackend
+from shared.middleware.base import Middleware
 from shared.middleware.chain import build_chain
 from shared.middleware.filesystem import FilesystemMiddleware
 from shared.middleware.observer import LoopObserver, Observers
@@ -29,8 +30,9 @@ from shared.store import Store
 from shared.store.leases import LeasePolicy
 from shared.summarizers.llm import LLMSummarizer
 from shared.summarizers.offload import InlineOffloader
-from shared.telemetry.names import Telemetry
+from shared.telemetry.names import PURPOSE_CHAT, PURPOSE_SUMMARIZE, Telemetry
 from shared.telemetry.observer import TelemetryObserver
+from shared.telemetry.provider import InstrumentedProvider, instrument_provider
 from shared.tokens import make_estimator
 from shared.tools.builtin import Tool, ToolRegistry
 from shared.wiring.history import history_from_settings
@@ -61,16 +63,31 @@ def build_agent(
     history: HistoryBackend | None = None,
     max_tokens: int = 8192,
     system_prompt: Sequence[TextBlock] = (),
+    late: Sequence[Middleware] = (),
+    telemetry: Telemetry | None = None,
 ) -> Agent:
+    """The agent for ``settings``; every port can be replaced by an argument.
+
+    ``late`` fills the chain's slot after the prompt cache (a memory block that changes
+    more often than the system prompt); the summarization middleware counts its blocks.
+    The agent's and the summarizer's providers are instrumented here (spans and token
+    metrics with ``hango.call.purpose`` chat / summarize, on ``telemetry`` or the global
+    OpenTelemetry providers), so a library user gets the summarizer's usage apart from
+    the agent's without the CLI; a provider passed in already instrumented is kept.
+    """
     store = store or open_store(settings)
     history = history or history_from_settings(settings, engine=store.engine)
-    provider = provider or _anthropic(settings)
+    telemetry = telemetry or Telemetry()
+    provider = _instrumented(provider or _anthropic(settings), telemetry, PURPOSE_CHAT)
+    if summarizer_provider is not None:
+        summarizer_provider = _instrumented(summarizer_provider, telemetry, PURPOSE_SUMMARIZE)
     profile = Profiles.from_settings(settings).resolve(settings.model)
     estimator = make_estimator(settings.estimator)
     observer = Observers(_with_compaction_log(observers))
     inline_offloader = offloader or InlineOffloader(history)
     inline_summarizer = summarizer or LLMSummarizer(
-        summarizer_provider or provider, fallback=ExtractiveSummarizer()
+        summarizer_provider or _instrumented(provider, telemetry, PURPOSE_SUMMARIZE),
+        fallback=ExtractiveSummarizer(),
     )
     summarizer, offloader = _ports(settings, store, history, inline_summarizer, inline_offloader)
     tools = ToolRegistry(history, extra_tools)
@@ -103,6 +120,7 @@ def build_agent(
             provider.capabilities.prompt_caching,
             CachePolicy(min_tokens=profile.min_cacheable_tokens, estimator=estimator),
         ),
+        late=late,
     )
     loop = AgentLoop(
         store=store,
@@ -120,6 +138,16 @@ def build_agent(
         input_limit=InputLimit(tokens=profile.max_input_tokens // 2, estimator=estimator),
     )
     return Agent(settings, store, history, loop, provider, profile, summarizer, offloader)
+
+
+def _instrumented(provider: Provider, telemetry: Telemetry, purpose: str) -> Provider:
+    """``provider`` as spans and token metrics for ``purpose``; an instrumented one as is
+    (re-wrapping the agent's own provider for the summarizer gives it its own purpose)."""
+    if isinstance(provider, InstrumentedProvider):
+        if provider.purpose == purpose:
+            return provider
+        provider = provider.inner
+    return instrument_provider(provider, telemetry, purpose=purpose)
 
 
 def _with_compaction_log(observers: Sequence[LoopObserver]) -> list[LoopObserver]:

@@ -138,7 +138,7 @@ SIMULATE_KEYS = {
 }
 COMPACTION_KEYS = {
     "turn", "reason", "tokens_before", "tokens_after", "evicted_messages", "kept_from_seq",
-    "summarizer", "fallback_reason", "offload_path",
+    "summarizer", "fallback_reason", "offload_path", "summary_usage",
 }  # fmt: skip
 
 
@@ -209,6 +209,12 @@ def test_sessions_show_and_list_and_history_read_what_simulate_stored(
     assert details["stored_messages"] == simulated.report["stored_messages"]
     assert details["history_file"] == simulated.report["history_file"]
     assert "Compaction records" in table.out and "kept from" in table.out
+    usages = [r["summary_usage"] for r in details["compaction_records"] if r["summary_usage"]]
+    assert usages, "the simulated summarizer reported no usage: the check proves nothing"
+    assert details["summarizer_usage"] == {
+        key: sum(u[key] for u in usages) for key in ("input_tokens", "output_tokens")
+    }
+    assert "summarizer tokens in / out" in table.out
     assert [s["id"] for s in json.loads(listed.out)] == [session]
     assert history.out == Path(simulated.report["history_file"]).read_text(encoding="utf-8")
     assert "/work/src/" in history.out

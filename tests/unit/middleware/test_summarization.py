@@ -14,8 +14,9 @@ from shared.compaction.extractive import ExtractiveSummarizer
 from shared.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
 from shared.compaction.validate import Violation
 from shared.core.errors import ConfigError, ProviderError
-from shared.core.messages import Message
+from shared.core.messages import Message, TextBlock
 from shared.history.paths import conversation_history_path
+from shared.middleware.base import Assembly, PassThrough
 from shared.middleware.observer import NullObserver
 from shared.middleware.summarization import SummarizationMiddleware
 from shared.providers.scripted import ScriptedCounter, ScriptedProvider, text_reply, tool_reply
@@ -313,3 +314,35 @@ def test_a_request_that_cannot_fit_beside_the_newest_group_is_left_to_the_summar
     assert "does not fit beside the newest tool group" in caplog.text
     for sent in provider.requests:
         assert middleware(agent).estimator.estimate_request(sent) <= 6000
+
+
+# -- the memory slot through build_agent (issue 14, defect 7) ------------------------------
+
+MEMORY = "Memory: the user prefers short answers and pytest. " + "remembered detail " * 300
+
+
+class Memory(PassThrough):
+    """A late block: contributed after the prompt cache's stable system block."""
+
+    def contribute(self, assembly: Assembly) -> Assembly:
+        return assembly.add(system=(TextBlock(text=MEMORY),))
+
+
+def test_a_late_memory_block_is_sent_and_counted_by_summarization(tmp_path: Path) -> None:
+    first_compaction: dict[str, int] = {}
+    for name, late in (("without", ()), ("with", (Memory(),))):
+        agent, provider = build(tmp_path / name, late=late, caching=True)
+        for i, result in enumerate(chat(agent, provider, "s", 16)):
+            if result.compactions and name not in first_compaction:
+                first_compaction[name] = i
+                record = result.compactions[0]
+                sent = provider.requests[-1]
+        if name == "with":
+            blocks = sent.system_blocks()
+            assert blocks[-1].text == MEMORY  # sent, and last of the system blocks
+            marked = [index for index, block in enumerate(blocks) if block.cache_control]
+            assert marked and marked[-1] < len(blocks) - 1  # after the system breakpoint
+            assert record.tokens_before > agent.profile.trigger_tokens
+    # The memory block costs ~1,300 tokens of a 6,000-token window: counted, it brings the
+    # first compaction forward.
+    assert first_compaction["with"] < first_compaction["without"]

@@ -18,6 +18,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
 from shared.core.errors import ContextOverflowError
+from shared.core.messages import Usage
 from shared.providers.anthropic import AnthropicProvider
 from shared.providers.base import Provider
 from shared.providers.scripted import ScriptedProvider, text_reply
@@ -196,3 +197,46 @@ def test_no_secret_in_logs_spans_or_metrics(
         seen += [repr(dict(p.attributes)) for p in metric.data.data_points]
     leaked = [text for text in seen if SECRET in text or SECRET[-20:] in text]
     assert leaked == []
+
+
+# -- the summarizer's usage, apart from the agent's (issue 14, defect 6) --------------------
+
+
+def test_build_agent_accounts_for_the_summarizer_apart_without_the_cli(
+    tmp_path: Path, cap: Captured
+) -> None:
+    summary_usage = Usage(input_tokens=1234, output_tokens=56)
+    chat = ScriptedProvider(fallback=lambda r: text_reply("noted"))
+    summarizer = ScriptedProvider(
+        fallback=lambda r: text_reply("A briefing long enough to be a summary. " * 3).model_copy(
+            update={"usage": summary_usage}
+        )
+    )
+    # Plain providers: build_agent instruments them itself.
+    agent = build_agent(
+        make_settings(tmp_path),
+        provider=chat,
+        summarizer_provider=summarizer,
+        telemetry=cap.telemetry,
+    )
+    results = [
+        agent.loop.run_turn("s", f"Remember fact {i}. " + "detail " * 150) for i in range(16)
+    ]
+    compacted = [r for r in results if any(c.summarizer == "llm" for c in r.compactions)]
+    assert compacted, "no model summary: the test proves nothing"
+    record = next(c for c in compacted[0].compactions if c.summarizer == "llm")
+    assert record.summary_usage == summary_usage
+    assert compacted[0].summarizer_usage == summary_usage
+    assert all(r.summarizer_usage is None for r in results if not r.compactions)
+    stored = [c for run in agent.store.runs("s") for c in run.state.compactions]
+    assert any(c.summary_usage == summary_usage for c in stored)
+    tokens = cap.points(t.CLIENT_TOKEN_USAGE.name)
+    summarize = point_with(
+        tokens, **{t.HANGO_CALL_PURPOSE: t.PURPOSE_SUMMARIZE, t.GEN_AI_TOKEN_TYPE: "input"}
+    )
+    assert summarize.sum == summary_usage.input_tokens * len(
+        [c for r in compacted for c in r.compactions if c.summarizer == "llm"]
+    )
+    assert point_with(
+        tokens, **{t.HANGO_CALL_PURPOSE: t.PURPOSE_CHAT, t.GEN_AI_TOKEN_TYPE: "input"}
+    )
