@@ -17,7 +17,7 @@ from typing import Literal, Protocol
 
 from shared.tokens.base import Estimator
 from shared.tokens.framing import FramedEstimator, TextCounter
-from shared.tokens.heuristic import HeuristicEstimator
+from shared.tokens.heuristic import HeuristicEstimator, heuristic_text_tokens
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +82,16 @@ class TiktokenEstimator(FramedEstimator):
 # Tokenizing is ~100x slower than hashing a string, and messages rebuilt from storage (or
 # copied by truncation) carry the same texts again, so longer texts are also memoized by
 # value. Python caches a string's hash, so a text seen before costs O(1) to look up.
+# Texts past _MEMO_MAX_CHARS are not: the memo would keep them alive after their messages
+# are gone (ten 20 MB texts held 200 MB), and at that size the lookup saves little.
 _MEMO_MIN_CHARS = 64
+_MEMO_MAX_CHARS = 100_000
 _MEMO_TEXTS = 4096
+# Past this size a text is estimated by the heuristic: tokenizing 50 MB at once peaks at
+# 0.65-1.4 GB (the token list and the regex's pieces), and a long run without whitespace
+# makes cl100k's byte-pair merge crawl (115 s for 50 MB). At that size the request is
+# going to be offloaded or truncated anyway; a bytes-per-token figure is enough.
+LARGE_TEXT_CHARS = 1_000_000
 
 
 def _memoized_cl100k_counter(encoding: TokenEncoding) -> TextCounter:
@@ -93,7 +101,11 @@ def _memoized_cl100k_counter(encoding: TokenEncoding) -> TextCounter:
     memoized = functools.lru_cache(maxsize=_MEMO_TEXTS)(count)
 
     def count_text(text: str) -> float:
-        return memoized(text) if len(text) >= _MEMO_MIN_CHARS else count(text)
+        if len(text) > LARGE_TEXT_CHARS:
+            return heuristic_text_tokens(text)
+        if _MEMO_MIN_CHARS <= len(text) <= _MEMO_MAX_CHARS:
+            return memoized(text)
+        return count(text)
 
     return count_text
 

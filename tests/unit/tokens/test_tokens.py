@@ -36,8 +36,8 @@ from shared.tokens import (
     measure_input_tokens,
 )
 from shared.tokens.framing import IMAGE_TOKENS, TOOLS_PREAMBLE
-from shared.tokens.heuristic import BYTES_PER_TOKEN
-from shared.tokens.tiktoken_estimator import TokenEncoding
+from shared.tokens.heuristic import BYTES_PER_TOKEN, utf8_length
+from shared.tokens.tiktoken_estimator import LARGE_TEXT_CHARS, TokenEncoding
 
 PLAIN = Capabilities()
 
@@ -373,3 +373,30 @@ def test_counting_still_works_in_a_forked_child() -> None:
         os._exit(0 if (measured.tokens, measured.source) == (7, "count_tokens") else 1)
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# -- very large texts (issue 14, defect 13) -------------------------------------------------
+
+
+def test_a_very_large_text_is_estimated_by_the_heuristic_without_tokenizing() -> None:
+    encoding = CountingEncoding()
+    estimator = TiktokenEstimator(encoding)
+    huge = "x" * (LARGE_TEXT_CHARS + 1)
+    assert estimator.estimate(huge) == HeuristicEstimator().estimate(huge)
+    assert encoding.texts == []
+
+
+def test_large_texts_are_not_memoized_and_small_ones_are() -> None:
+    encoding = CountingEncoding()
+    estimator = TiktokenEstimator(encoding)
+    large, small = "word " * 40_000, "word " * 1_000
+    for _ in range(2):
+        estimator.estimate(large)
+        estimator.estimate(small)
+    assert [len(t) for t in encoding.texts].count(len(large)) == 2  # counted each time
+    assert [len(t) for t in encoding.texts].count(len(small)) == 1  # from the memo
+
+
+def test_the_heuristic_measures_non_ascii_text_by_slices_exactly() -> None:
+    text = "naïve 日本語 🙂 " * 200_000
+    assert utf8_length(text) == len(text.encode("utf-8"))
