@@ -33,6 +33,7 @@ from shared.core.messages import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
+    too_deep,
 )
 from shared.middleware.base import Assembly, Middleware, ModelCall, Overflow, StateHolder
 from shared.middleware.chain import assemble, run_chain
@@ -171,6 +172,7 @@ class AgentLoop:
     def _converse(self, ctx: TurnContext) -> None:
         for _ in range(self.max_tool_rounds):
             response = self.call_model(ctx)
+            _refuse_too_deep(response)
             self.append(ctx, response.as_message())
             uses = response.tool_uses()
             if not uses:
@@ -387,6 +389,17 @@ class AgentLoop:
         after = cached[-1].seq + 1 if cached else None
         cached.extend(self.store.messages(session_id, from_seq=after))
         return cached
+
+
+def _refuse_too_deep(response: Response) -> None:
+    """A reply whose tool input nests past the limit could be neither stored nor sent
+    again: the turn fails with what and where, before anything of the reply is stored."""
+    for use in response.tool_uses():
+        problem = too_deep(use)
+        if problem is not None:
+            raise InvalidInputError(
+                f"the model's {problem}; nothing of this reply was stored, the session is unchanged"
+            )
 
 
 def summarizer_usage(records: Sequence[CompactionRecord]) -> Usage | None:

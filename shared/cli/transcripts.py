@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 from shared.compaction.validate import validate_messages
 from shared.core.errors import TranscriptError
 from shared.core.messages import (
+    MAX_TOOL_INPUT_DEPTH,
     ContentBlock,
     Message,
     RedactedThinkingBlock,
@@ -36,6 +37,7 @@ from shared.core.messages import (
     ToolDefinition,
     ToolResultBlock,
     ToolUseBlock,
+    too_deep,
 )
 
 ItemT = TypeVar("ItemT", bound=BaseModel)
@@ -92,7 +94,7 @@ def _looks_like_jsonl(path: Path, text: str) -> bool:
 def parse_messages_json(text: str, source: str) -> Transcript:
     """Parse ``{"system", "tools", "messages"}``; errors name the message index."""
     try:
-        body = json.loads(text)
+        body = _json(text, source, "top level")
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}"
         raise TranscriptError(
@@ -161,9 +163,27 @@ def _message(raw: Any, source: str, location: str) -> Message:
             'expected an object with "role" and "content"', source=source, location=location
         )
     try:
-        return Message.model_validate({"role": raw["role"], "content": raw["content"]})
+        message = Message.model_validate({"role": raw["role"], "content": raw["content"]})
     except ValidationError as exc:
         raise TranscriptError(_first_error(exc), source=source, location=location) from None
+    for use in message.tool_uses():
+        problem = too_deep(use)
+        if problem is not None:
+            raise TranscriptError(problem, source=source, location=location)
+    return message
+
+
+def _json(text: str, source: str, location: str) -> Any:
+    """``json.loads(text)``, a nesting too deep for the parser named as such."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise TranscriptError(
+            "JSON nested too deep to parse (thousands of levels); a tool input may nest "
+            f"at most {MAX_TOOL_INPUT_DEPTH} levels",
+            source=source,
+            location=location,
+        ) from None
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -224,7 +244,7 @@ def _jsonl_entries(text: str, source: str) -> Iterator[tuple[int, dict[str, Any]
         if not line.strip():
             continue
         try:
-            entry = json.loads(line)
+            entry = _json(line, source, f"line {number}")
         except json.JSONDecodeError as exc:
             raise TranscriptError(
                 f"not valid JSON ({exc.msg}, column {exc.colno})",

@@ -66,6 +66,40 @@ class ToolUseBlock(WireModel):
     cache_control: CacheControl | None = None
 
 
+# How deep a tool input may nest. Real tool schemas nest a handful of levels; past a few
+# hundred, serializers and parsers give up with their own errors (pydantic's "Maximum
+# serialization depth exceeded", Python's RecursionError), so the limit is checked first.
+MAX_TOOL_INPUT_DEPTH = 100
+
+
+def json_depth(value: Any) -> int:
+    """How many levels of objects and arrays ``value`` nests (iteratively: any depth)."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        pending.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def too_deep(use: ToolUseBlock) -> str | None:
+    """Why ``use``'s input cannot be kept, or ``None``: named, with its depth and the limit."""
+    depth = json_depth(use.input)
+    if depth <= MAX_TOOL_INPUT_DEPTH:
+        return None
+    return (
+        f"tool call {use.id} ({use.name}) has an input nested {depth} levels deep, over the "
+        f"limit of {MAX_TOOL_INPUT_DEPTH}"
+    )
+
+
 ResultContentBlock = Annotated[
     Annotated[TextBlock, Tag("text")] | Annotated[ImageBlock, Tag("image")],
     Discriminator("type"),

@@ -279,3 +279,22 @@ def test_one_sessions_model_cannot_list_or_read_another_sessions_large_results(
     agent.loop.run_turn("alice", "read my offloaded result")
     own = next(iter(agent.store.messages("alice")[-2].message.tool_results()))
     assert not own.is_error and "alice-only" in own.text()
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def test_a_tool_input_nested_too_deep_fails_the_turn_clearly_and_stores_nothing_of_it(
+    tmp_path: Path,
+) -> None:
+    agent, provider = build(tmp_path)
+    provider.push(lambda request: tool_reply(("ls", _nested(300))), text_reply("ok"))
+    with pytest.raises(InvalidInputError, match=r"nested 30\d levels deep.*limit of 100"):
+        agent.loop.run_turn("s", "go")
+    assert [m.message.role for m in agent.store.messages("s")] == ["user"]
+    provider.push(tool_reply(("ls", _nested(20))), text_reply("fine"))
+    assert agent.loop.run_turn("s", "again").response is not None

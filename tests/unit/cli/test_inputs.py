@@ -72,3 +72,21 @@ def test_the_dump_is_an_ordinary_file(scratch: Path) -> None:
     assert main(["replay", str(transcript), "--dump-requests", str(dump), "--json"]) == 0
     assert dump.stat().st_mode & 0o044  # readable by group/others under the usual umask
     assert len(dump.read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize("depth", [300, 100_000])
+def test_replay_of_a_deeply_nested_transcript_is_a_clear_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, depth: int
+) -> None:
+    nested = '{"a":' * depth + "{}" + "}" * depth
+    body = (
+        '{"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": '
+        '[{"type": "tool_use", "id": "t1", "name": "ls", "input": ' + nested + "}]}]}"
+    )
+    transcript = tmp_path / "deep.json"
+    transcript.write_text(body, encoding="utf-8")
+    code = main(["replay", str(transcript), "--database-url", f"sqlite:///{tmp_path / 'h.db'}"])
+    err = capsys.readouterr().err
+    assert code == EXIT_TRANSCRIPT, err
+    assert "nested" in err and "deep" in err and "this is a bug" not in err
+    assert err.count("\n") == 1
