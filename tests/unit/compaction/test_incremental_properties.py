@@ -25,6 +25,7 @@ from shared.core.messages import (
     ToolResultBlock,
 )
 from tests.histories import call, calls, histories, result, results, user
+from tests.properties import examples
 
 BROKEN = (
     Message(role="user", content=(TextBlock(text=" "),)),
@@ -108,7 +109,7 @@ class Session:
         return Request(model="m", max_tokens=10, messages=messages)
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=examples(150))
 @given(histories(min_steps=2, max_steps=20, max_batch=3), steps)
 def test_incremental_copy_and_checks_equal_the_full_recomputation(
     history: tuple[Message, ...], plan: list[Step]

@@ -20,10 +20,11 @@ from tests.histories import (
     shape,
     tool_ids,
 )
+from tests.properties import examples
 
 ESTIMATOR = CharEstimator()
 HEAD = head_message()
-PROPERTY = settings(deadline=None, max_examples=200)
+PROPERTY = settings(deadline=None, max_examples=examples(200))
 
 
 def pairs_intact(kept: tuple[Message, ...]) -> bool:
