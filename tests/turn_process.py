@@ -1,10 +1,12 @@
 """An agent process for tests that run several of them on one session.
 
-    python -m tests.turn_process DATABASE_URL SESSION TURNS
+    python -m tests.turn_process DATABASE_URL SESSION TURNS [resume]
 
-builds the agent as a deployment does (``build_agent``: the session lease included), with
-a scripted model that answers each user message with one ``ls`` tool call and then a
-text, and runs TURNS turns on SESSION. It prints the turn numbers it ran, one per line.
+builds the agent as a deployment does (``build_agent``: the session lease included, the
+queued ports when ``HANGO_REDIS_URL`` is set), with a scripted model that answers each
+user message with one ``ls`` tool call and then a text, and runs TURNS turns on SESSION
+(after ``resume``: first finishes the turn a dead process left). It prints the turn
+numbers it ran, one per line.
 """
 
 from __future__ import annotations
@@ -41,10 +43,13 @@ _ids = itertools.count(1)
 
 def main(argv: list[str]) -> int:
     database_url, session_id, turns = argv[0], argv[1], int(argv[2])
-    settings = load_settings(database_url=database_url, estimator="heuristic", redis_url=None)
+    settings = load_settings(database_url=database_url, estimator="heuristic")
     agent = build_agent(
         settings, provider=ScriptedProvider(fallback=answer), summarizer=ExtractiveSummarizer()
     )
+    if argv[3:] == ["resume"]:
+        resumed = agent.loop.resume(session_id)
+        print(resumed.turn if resumed else "nothing", flush=True)
     for number in range(turns):
         result = agent.loop.run_turn(session_id, f"task {number} from this process")
         print(result.turn, flush=True)

@@ -155,9 +155,21 @@ class AgentLoop:
         with self.leases.held(session_id, self.lease_policy) as lease:
             yield lease
 
+    def resume(self, session_id: str) -> TurnResult | None:
+        """Finish the session's unfinished turn (its process died), if it has one.
+
+        Same turn number, same run and run state, so the same job keys: a summary the
+        dead process had dispatched, committed in Redis since, is reused, not recomputed.
+        """
+        with self._holding(session_id) as lease:
+            return self._resume_unfinished(session_id, lease)
+
     def _run_held_turn(
         self, session_id: str, message: Message, lease: TurnLease | None
     ) -> TurnResult:
+        if lease is not None:
+            # Holding the lease, a run still "running" is one whose process died.
+            self._resume_unfinished(session_id, lease)
         ctx = self.begin_turn(session_id)
         ctx.lease = lease
         with self.observer.turn(session_id, ctx.turn):
@@ -168,6 +180,46 @@ class AgentLoop:
                 self.end_turn(ctx, status="failed", error=f"{type(exc).__name__}: {exc}")
                 raise
             return self.end_turn(ctx)
+
+    def _resume_unfinished(self, session_id: str, lease: TurnLease | None) -> TurnResult | None:
+        run = self.store.latest_run(session_id)
+        if run is None or run.status != "running":
+            return None
+        session = self.store.session(session_id)
+        ctx = TurnContext(
+            session_id=session_id,
+            turn=run.turn,
+            run_id=run.id,
+            holder=StateHolder(run.state),
+            input_tokens=session.last_input_tokens if session else 0,
+            lease=lease,
+        )
+        log.warning("session %s: resuming turn %d, left unfinished", session_id, run.turn)
+        with self.observer.turn(session_id, ctx.turn):
+            try:
+                self._finish_interrupted(ctx)
+            except BaseException as exc:
+                self.end_turn(ctx, status="failed", error=f"{type(exc).__name__}: {exc}")
+                raise
+            return self.end_turn(ctx)
+
+    def _finish_interrupted(self, ctx: TurnContext) -> None:
+        """Continue the turn from what it stored: answer it, or close it if it was answered.
+
+        Tool calls that were stored without their results are not run again (their side
+        effects may have happened): they get an error result saying so, and the model
+        decides whether to call them again.
+        """
+        own = [m for m in self._transcript(ctx.session_id) if m.turn == ctx.turn]
+        if not own:
+            return  # the process died before the user's message was stored
+        last = own[-1].message
+        if last.role == "assistant":
+            uses = list(last.tool_uses())
+            if not uses:
+                return  # the answer is stored; only closing the turn was missing
+            self.append(ctx, Message(role="user", content=tuple(_interrupted(u) for u in uses)))
+        self._converse(ctx)
 
     def _converse(self, ctx: TurnContext) -> None:
         for _ in range(self.max_tool_rounds):
@@ -410,3 +462,13 @@ def summarizer_usage(records: Sequence[CompactionRecord]) -> Usage | None:
             usage = record.summary_usage
             total = usage if total is None else total.plus(usage)
     return total
+
+
+INTERRUPTED_TOOL = (
+    "not run: the process running this turn stopped before this tool's result was stored; "
+    "call it again if it is still needed"
+)
+
+
+def _interrupted(use: ToolUseBlock) -> ToolResultBlock:
+    return ToolResultBlock(tool_use_id=use.id, content=INTERRUPTED_TOOL, is_error=True)

@@ -29,7 +29,13 @@ from shared.cli.output import (
     usage_json,
 )
 from shared.cli.parsing import summary
-from shared.cli.wiring import history_file, settings_with
+from shared.cli.wiring import (
+    anthropic_provider,
+    history_file,
+    instrumented,
+    settings_with,
+    telemetry,
+)
 from shared.compaction.record import CompactionRecord
 from shared.core.errors import MissingHistoryError, UnknownSessionError
 from shared.core.ids import validate_session_id
@@ -37,6 +43,7 @@ from shared.core.settings import Settings
 from shared.history.base import HistoryBackend
 from shared.history.paths import conversation_history_path
 from shared.store import Store
+from shared.wiring.agent import build_agent
 from shared.wiring.history import history_from_settings
 
 
@@ -52,6 +59,17 @@ def add_parsers(commands: Any) -> None:
     _store_flags(show, history=True)
     _json_flag(show)
     show.set_defaults(run=run_show)
+
+    resume = actions.add_parser(
+        "resume",
+        help="finish the turn a crashed process left unfinished (Anthropic API; reuses a "
+        "summary the worker already committed)",
+    )
+    resume.add_argument("session", help="the session id (`hango sessions list` shows them)")
+    resume.add_argument("--model", help="model id (default HANGO_MODEL)")
+    _store_flags(resume, history=True)
+    _json_flag(resume)
+    resume.set_defaults(run=run_resume)
 
     history = commands.add_parser("history", help=summary("history"))
     history.add_argument("session", help="the session id (`hango sessions list` shows them)")
@@ -247,4 +265,48 @@ def run_migrate(args: argparse.Namespace) -> int:
         notice(f"database {where} was already at the latest schema revision ({after})")
     else:
         notice(f"database {where}: applied revisions {before or 'none'} → {after}")
+    return 0
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    """Finish the session's unfinished turn through the configured stack; say what happened.
+
+    The turn keeps its number and run state, so its queue jobs keep their keys: a summary
+    the dead process dispatched and a worker committed is taken from Redis, not paid again.
+    """
+    settings = settings_with(
+        model=args.model,
+        database_url=args.database_url,
+        history_root=getattr(args, "history_root", None),
+    )
+    session_id = validate_session_id(args.session)
+    store = existing_store(settings)
+    if store is None or store.session(session_id) is None:
+        raise UnknownSessionError(session_id, database=redact_url(settings.database_url))
+    provider = anthropic_provider(settings)
+    with telemetry(instrument_celery=bool(settings.redis_url)) as handle:
+        chat, summarizer, observer = instrumented(handle, provider, provider)
+        agent = build_agent(
+            settings,
+            provider=chat,
+            summarizer_provider=summarizer,
+            observers=(observer,),
+            store=store,
+        )
+        result = agent.loop.resume(session_id)
+        store.engine.dispose()
+    report = {
+        "session_id": session_id,
+        "resumed_turn": result.turn if result else None,
+        "model_calls": result.model_calls if result else 0,
+    }
+    if args.json:
+        print_json(report)
+    elif result is None:
+        stdout_console().print(f"session {session_id}: no unfinished turn to resume")
+    else:
+        stdout_console().print(
+            f"session {session_id}: resumed and finished turn {result.turn} "
+            f"({result.model_calls} model calls)"
+        )
     return 0

@@ -249,6 +249,18 @@ class Store:
             row = conn.execute(query).first()
         return None if row is None else _run_info(row)
 
+    def latest_run(self, session_id: str) -> RunInfo | None:
+        """The session's run with the highest turn (an unfinished one is still "running")."""
+        query = (
+            select(runs)
+            .where(runs.c.session_id == session_id)
+            .order_by(runs.c.turn.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else _run_info(row)
+
     def runs(self, session_id: str) -> list[RunInfo]:
         query = select(runs).where(runs.c.session_id == session_id).order_by(runs.c.turn)
         with self.engine.connect() as conn:

@@ -10,9 +10,13 @@ import pytest
 
 from shared.cli import main
 from shared.cli.errors import EXIT_PROVIDER
+from shared.compaction.record import RunState
 from shared.compaction.summary_prompt import SUMMARY_SYSTEM_PROMPT
+from shared.core.messages import Message
 from shared.history.local import LocalHistory
 from shared.history.paths import conversation_history_path
+from shared.wiring.agent import open_store
+from tests.agent_support import make_settings
 from tests.fakeapi import FakeAnthropicAPI, fake_api, text_reply, tool_use_reply
 
 __all__ = ["fake_api"]  # the fixture, imported so pytest finds it here
@@ -175,3 +179,29 @@ def test_simulate_with_the_anthropic_provider(
     assert len(sent) == report["model_calls"] == 2  # the fake answers each turn with text
     assert "run_command" in {tool["name"] for tool in sent[0].body["tools"]}
     assert report["provider"] == "anthropic" and report["summary_calls"] is None
+
+
+def test_sessions_resume_finishes_the_turn_a_dead_process_left(
+    chat_env: Path,
+    fake_api: FakeAnthropicAPI,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    store = open_store(make_settings(chat_env, database_url=f"sqlite:///{chat_env / 'chat.db'}"))
+    store.ensure_session("c3", MODEL)
+    store.start_run("c3", 1, RunState())  # started, never finished: the process died
+    store.append_message("c3", 1, Message(role="user", content="the question a crash left"))
+    fake_api.push(text_reply("the answer, at last"))
+
+    code = main(["sessions", "resume", "c3", "--json"])
+    out = capsys.readouterr().out
+
+    assert code == 0 and json.loads(out) == {
+        "session_id": "c3", "resumed_turn": 1, "model_calls": 1,
+    }  # fmt: skip
+    sent = fake_api.message_requests()[-1].body["messages"]
+    assert [m["role"] for m in sent] == ["user"] and "crash left" in json.dumps(sent)
+    assert [r.status for r in store.runs("c3")] == ["completed"]
+
+    assert main(["sessions", "resume", "c3"]) == 0
+    assert "no unfinished turn" in capsys.readouterr().out
