@@ -7,7 +7,9 @@ lives in the run's private state. Two things happen only here:
 
 * the overflow ladder — overflow → forced compaction and one retry; a second overflow →
   mechanical truncation and one more retry; only a third failure fails the run;
-* the session counters, written exactly once per turn at the turn boundary.
+* the session counters, written exactly once per turn at the turn boundary (with the
+  real usage the provider reported for the turn's calls: cache reads and writes, uncached
+  input, output and the input cost at the model's price).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from shared.core.messages import (
     Usage,
     too_deep,
 )
+from shared.core.price import Price
+from shared.core.profiles import FALLBACK_PRICE
+from shared.cost.meter import UsageTotals
 from shared.middleware.base import Assembly, Middleware, ModelCall, Overflow, StateHolder
 from shared.middleware.chain import assemble, run_chain
 from shared.middleware.filesystem import FilesystemMiddleware
@@ -64,6 +69,8 @@ class TurnResult:
     tool_calls: int
     # The summarizer's usage in this turn, apart from the agent's (None: no model summary).
     summarizer_usage: Usage | None = None
+    # The provider's real usage over the turn's model calls, priced.
+    usage: UsageTotals = field(default_factory=UsageTotals)
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,7 @@ class TurnContext:
     sent: list[Request] = field(default_factory=list)
     # The turn's hold on its session: every append is fenced by it (None: not leased).
     lease: TurnLease | None = None
+    usage: UsageTotals = field(default_factory=UsageTotals)
 
 
 class AgentLoop:
@@ -107,8 +115,10 @@ class AgentLoop:
         system_prompt: Sequence[TextBlock] = (),
         input_limit: InputLimit | None = None,
         lease_policy: LeasePolicy | None = None,
+        price: Price = FALLBACK_PRICE,
     ) -> None:
         self.store = store
+        self.price = price  # what the session counters charge for real usage
         self.provider = provider
         # One turn at a time per session, across processes and hosts (None: not enforced,
         # for callers that serialize turns themselves).
@@ -353,6 +363,7 @@ class AgentLoop:
             ctx.session_id,
             last_input_tokens=ctx.input_tokens,
             compactions=state.compaction_count,
+            usage=ctx.usage,
         )
         self.store.finish_run(ctx.run_id, status, error)
         return TurnResult(
@@ -364,6 +375,7 @@ class AgentLoop:
             input_tokens=ctx.input_tokens,
             tool_calls=ctx.tool_calls,
             summarizer_usage=summarizer_usage(state.compactions),
+            usage=ctx.usage,
         )
 
     # -- building and sending one request -----------------------------------------------
@@ -426,6 +438,7 @@ class AgentLoop:
         ctx.sent.append(call.request)
         ctx.model_calls += 1
         response = self.provider.complete(call.request)
+        ctx.usage = ctx.usage.plus(response.usage, self.price)
         measured = response.usage.total_input_tokens()
         ctx.input_tokens = measured if measured > 0 else call.state.input_tokens
         self.observer.response_received(ctx.session_id, ctx.turn, response)

@@ -40,6 +40,7 @@ from shared.compaction.record import CompactionRecord
 from shared.core.errors import MissingHistoryError, UnknownSessionError
 from shared.core.ids import validate_session_id
 from shared.core.settings import Settings
+from shared.cost.meter import UsageTotals, totals_json
 from shared.history.base import HistoryBackend
 from shared.history.paths import conversation_history_path
 from shared.store import Store
@@ -174,6 +175,7 @@ def run_show(args: argparse.Namespace) -> int:
         "compaction_records": [compaction_json(record) for record in records],
         "summarizer_usage": usage_json(summarizer_usage(records)),
         "history_file": shown_path,
+        "usage": totals_json(info.usage),
     }
     if args.json:
         print_json(report)
@@ -190,6 +192,7 @@ def run_show(args: argparse.Namespace) -> int:
                 ("last input tokens (counter)", info.last_input_tokens),
                 ("compactions (counter)", info.compactions),
                 ("summarizer tokens in / out", _usage_text(report["summarizer_usage"])),
+                *usage_rows(info.usage),
                 ("history file", shown_path or _no_history_file(missing)),
             ],
         )
@@ -204,6 +207,22 @@ def _usage_text(usage: dict[str, int] | None) -> str:
     if usage is None:
         return "(no model summary)"
     return f"{usage['input_tokens']:,} / {usage['output_tokens']:,}"
+
+
+def usage_rows(usage: UsageTotals) -> list[tuple[str, str]]:
+    """The session's real usage as the provider reported it: cache read ratio and cost."""
+    ratio = usage.read_ratio
+    if ratio is None:
+        return [("cache read ratio (real usage)", "- (no usage reported yet)")]
+    return [
+        (
+            "cache read ratio (real usage)",
+            f"{ratio:.3f} (read {usage.read_tokens:,}, written {usage.write_tokens:,}, "
+            f"uncached {usage.uncached_tokens:,} tokens)",
+        ),
+        ("input cost (real usage)", f"${usage.input_cost_usd:.4f}"),
+        ("output tokens (real usage)", f"{usage.output_tokens:,}"),
+    ]
 
 
 def _missing_history(history: HistoryBackend, records: list[CompactionRecord]) -> list[str]:

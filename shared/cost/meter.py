@@ -10,6 +10,7 @@ come from the configured estimator (:func:`estimated_sizes`). :func:`cache_json`
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from typing import Any
 
 from shared.core.messages import Request, Usage
@@ -75,6 +76,58 @@ def recorded_report(usages: list[Usage]) -> CacheReport:
     for usage in usages:
         ledger.add_usage(usage)
     return ledger.report
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    """Real ``usage`` summed over calls, priced call by call: what a session has paid.
+
+    The cost is added per call with the price in effect then, so a later change of the
+    price table does not rewrite what past calls cost.
+    """
+
+    calls: int = 0
+    read_tokens: int = 0
+    write_tokens: int = 0
+    uncached_tokens: int = 0
+    output_tokens: int = 0
+    input_cost_usd: float = 0.0
+
+    def plus(self, usage: Usage, price: Price) -> UsageTotals:
+        """These totals with one more call's ``usage`` (absent cache fields count as 0)."""
+        split = CacheUsage.from_usage(usage)
+        return replace(
+            self,
+            calls=self.calls + 1,
+            read_tokens=self.read_tokens + split.read,
+            write_tokens=self.write_tokens + split.write,
+            uncached_tokens=self.uncached_tokens + split.uncached,
+            output_tokens=self.output_tokens + usage.output_tokens,
+            input_cost_usd=self.input_cost_usd
+            + price.input_cost(split.read, split.write, split.uncached),
+        )
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.read_tokens + self.write_tokens + self.uncached_tokens
+
+    @property
+    def read_ratio(self) -> float | None:
+        """Share of the prompt tokens read from the cache; ``None`` before any token."""
+        return self.read_tokens / self.prompt_tokens if self.prompt_tokens else None
+
+
+def totals_json(totals: UsageTotals) -> dict[str, Any]:
+    """Real usage totals as a JSON object (``hango sessions show --json``, ``simulate``)."""
+    ratio = totals.read_ratio
+    return {
+        "read_tokens": totals.read_tokens,
+        "write_tokens": totals.write_tokens,
+        "uncached_tokens": totals.uncached_tokens,
+        "output_tokens": totals.output_tokens,
+        "read_ratio": None if ratio is None else round(ratio, 4),
+        "input_cost_usd": round(totals.input_cost_usd, 6),
+    }
 
 
 def cache_json(report: CacheReport, price: Price) -> dict[str, Any]:

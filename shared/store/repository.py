@@ -13,7 +13,7 @@ the primary-key conflict instead.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from shared.compaction.record import RunState
 from shared.core.errors import ConfigError, SchemaNotReadyError, UnknownSessionError
 from shared.core.ids import validate_session_id
 from shared.core.messages import Message, StoredMessage
+from shared.cost.meter import UsageTotals
 from shared.store.leases import TurnLease, check_fence
 from shared.store.tables import conflict_insert, messages, runs, sessions
 
@@ -42,6 +43,8 @@ class SessionInfo:
     created_at: datetime
     last_input_tokens: int
     compactions: int
+    # Real usage over the session's model calls (0 until a provider reports any).
+    usage: UsageTotals = field(default_factory=UsageTotals)
 
 
 @dataclass(frozen=True)
@@ -139,14 +142,25 @@ class Store:
             return [_session_info(row) for row in conn.execute(query)]
 
     def write_session_counters(
-        self, session_id: str, *, last_input_tokens: int, compactions: int
+        self,
+        session_id: str,
+        *,
+        last_input_tokens: int,
+        compactions: int,
+        usage: UsageTotals | None = None,
     ) -> None:
-        """Write both counters with exactly one ``UPDATE sessions`` statement."""
-        statement = (
-            update(sessions)
-            .where(sessions.c.id == session_id)
-            .values(last_input_tokens=last_input_tokens, compactions=compactions)
-        )
+        """Write the counters with exactly one ``UPDATE sessions`` statement.
+
+        ``usage`` (one turn's real usage) is added to the session's usage sums in the
+        same statement, as increments, so no read of the old sums can race with it.
+        """
+        values: dict[str, Any] = {
+            "last_input_tokens": last_input_tokens,
+            "compactions": compactions,
+        }
+        if usage is not None and usage.calls:
+            values.update(_usage_increments(usage))
+        statement = update(sessions).where(sessions.c.id == session_id).values(**values)
         with self.engine.begin() as conn:
             if conn.execute(statement).rowcount == 0:
                 raise UnknownSessionError(session_id, database=self.where)
@@ -383,6 +397,17 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
+def _usage_increments(usage: UsageTotals) -> dict[str, Any]:
+    columns = sessions.c
+    return {
+        "cache_read_tokens": columns.cache_read_tokens + usage.read_tokens,
+        "cache_write_tokens": columns.cache_write_tokens + usage.write_tokens,
+        "uncached_input_tokens": columns.uncached_input_tokens + usage.uncached_tokens,
+        "output_tokens": columns.output_tokens + usage.output_tokens,
+        "input_cost_usd": columns.input_cost_usd + usage.input_cost_usd,
+    }
+
+
 def _session_info(row: Row[Any]) -> SessionInfo:
     return SessionInfo(
         id=row.id,
@@ -390,6 +415,13 @@ def _session_info(row: Row[Any]) -> SessionInfo:
         created_at=_aware(row.created_at),
         last_input_tokens=row.last_input_tokens,
         compactions=row.compactions,
+        usage=UsageTotals(
+            read_tokens=row.cache_read_tokens,
+            write_tokens=row.cache_write_tokens,
+            uncached_tokens=row.uncached_input_tokens,
+            output_tokens=row.output_tokens,
+            input_cost_usd=row.input_cost_usd,
+        ),
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Column,
     DateTime,
     Float,
@@ -49,6 +50,12 @@ sessions = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("last_input_tokens", Integer, nullable=False, server_default=text("0")),
     Column("compactions", Integer, nullable=False, server_default=text("0")),
+    # Real usage summed over every model call (revision 0005).
+    Column("cache_read_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("cache_write_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("uncached_input_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("output_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("input_cost_usd", Float, nullable=False, server_default=text("0")),
 )
 
 messages = Table(

@@ -136,6 +136,7 @@ def build_agent(
             ttl=settings.session_lease_ttl, wait=settings.session_busy_timeout
         ),
         input_limit=InputLimit(tokens=profile.max_input_tokens // 2, estimator=estimator),
+        price=profile.price,
     )
     return Agent(settings, store, history, loop, provider, profile, summarizer, offloader)
 

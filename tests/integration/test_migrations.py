@@ -12,6 +12,7 @@ from sqlalchemy import inspect
 from shared.store.repository import engine_from_url
 from shared.store.tables import metadata
 from tests.unit.store.test_store_sqlite import (
+    HEAD_REVISION,
     REPO_ROOT,
     MigrationsContract,
     columns,
@@ -46,6 +47,11 @@ def test_command_line_uses_hango_database_url(fresh_pg_url: str) -> None:
         assert set(inspect(engine).get_table_names()) == {*metadata.tables, "alembic_version"}
 
         alembic_cli(fresh_pg_url, "downgrade", "-1")
+        assert "cache_read_tokens" not in columns(engine, "sessions")
+        assert "compactions" in columns(engine, "sessions")
+        assert current_revision(engine) == "0006_turn_leases"
+
+        alembic_cli(fresh_pg_url, "downgrade", "-1")
         assert "session_leases" not in inspect(engine).get_table_names()
         assert current_revision(engine) == "0003_session_counters"
 
@@ -73,6 +79,6 @@ def test_concurrent_migrations_take_turns(fresh_pg_url: str) -> None:
     assert [code for code, _ in outcomes] == [0, 0, 0], [err.decode()[-500:] for _, err in outcomes]
     engine = engine_from_url(fresh_pg_url)
     try:
-        assert current_revision(engine) == "0006_turn_leases"
+        assert current_revision(engine) == HEAD_REVISION
     finally:
         engine.dispose()

@@ -38,7 +38,10 @@ from shared.core.errors import (
     TranscriptError,
 )
 from shared.core.messages import Message, Request, Response, TextBlock, Usage
+from shared.core.price import Price
+from shared.cost.meter import UsageTotals
 from shared.history.local import LocalHistory
+from shared.store import Store
 
 
 @dataclass(frozen=True)
@@ -218,6 +221,43 @@ def test_sessions_show_and_list_and_history_read_what_simulate_stored(
     assert [s["id"] for s in json.loads(listed.out)] == [session]
     assert history.out == Path(simulated.report["history_file"]).read_text(encoding="utf-8")
     assert "/work/src/" in history.out
+
+
+def test_sessions_show_prints_the_real_cache_read_ratio_and_input_cost(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    database = f"sqlite:///{tmp_path / 'usage.db'}"
+    store = Store.from_url(database)
+    store.migrate()
+    store.ensure_session("s-cost", "claude-sonnet-4-5")
+    price = Price(base_input=3.0, cache_write_5m=3.75, cache_read=0.3, output=15.0)
+    usage = UsageTotals()
+    for read, write, uncached in ((0, 5000, 20), (5000, 800, 30), (5800, 100, 25)):
+        usage = usage.plus(
+            Usage(
+                input_tokens=uncached,
+                output_tokens=100,
+                cache_read_input_tokens=read,
+                cache_creation_input_tokens=write,
+            ),
+            price,
+        )
+    store.write_session_counters("s-cost", last_input_tokens=5925, compactions=0, usage=usage)
+    store.engine.dispose()
+
+    shown = hango(capsys, "sessions", "show", "s-cost", "--database-url", database, "--json")
+    table = hango(capsys, "sessions", "show", "s-cost", "--database-url", database)
+
+    assert json.loads(shown.out)["usage"] == {
+        "read_tokens": 10_800,
+        "write_tokens": 5_900,
+        "uncached_tokens": 75,
+        "output_tokens": 300,
+        "read_ratio": round(10_800 / 16_775, 4),
+        "input_cost_usd": round((10_800 * 0.3 + 5_900 * 3.75 + 75 * 3.0) / 1e6, 6),
+    }
+    assert f"{10_800 / 16_775:.3f} (read 10,800, written 5,900, uncached 75" in table.out
+    assert f"${(10_800 * 0.3 + 5_900 * 3.75 + 75 * 3.0) / 1e6:.4f}" in table.out
 
 
 # --- replay ---------------------------------------------------------------------------------

@@ -22,7 +22,9 @@ from sqlalchemy import Engine, event, inspect, select, text
 
 from shared.compaction.record import CompactionRecord, RunState
 from shared.core.errors import ConfigError, InvalidSessionIdError, UnknownSessionError
-from shared.core.messages import Message
+from shared.core.messages import Message, Usage
+from shared.core.price import Price
+from shared.cost.meter import UsageTotals
 from shared.store import RunInfo, Store
 from shared.store.repository import engine_from_url
 from shared.store.tables import messages, metadata
@@ -290,6 +292,33 @@ class StoreContract:
         with pytest.raises(UnknownSessionError):
             store.write_session_counters("nobody", last_input_tokens=1, compactions=0)
 
+    def test_usage_is_added_in_the_same_single_update(self, store: Store) -> None:
+        store.ensure_session("s1", "m")
+        price = Price(base_input=3.0, cache_write_5m=3.75, cache_read=0.3, output=15.0)
+        turn = UsageTotals().plus(
+            Usage(
+                input_tokens=7,
+                output_tokens=40,
+                cache_read_input_tokens=900,
+                cache_creation_input_tokens=100,
+            ),
+            price,
+        )
+        store.write_session_counters("s1", last_input_tokens=1007, compactions=0, usage=turn)
+        with recorded_statements(store.engine) as seen:
+            store.write_session_counters("s1", last_input_tokens=1010, compactions=1, usage=turn)
+
+        assert [s.upper()[:15] for s in seen if s.upper().startswith("UPDATE")] == [
+            "UPDATE SESSIONS"
+        ]
+        info = store.session("s1")
+        assert info is not None
+        assert (info.last_input_tokens, info.compactions) == (1010, 1)
+        usage = info.usage
+        assert (usage.read_tokens, usage.write_tokens, usage.uncached_tokens) == (1800, 200, 14)
+        assert usage.output_tokens == 80
+        assert usage.input_cost_usd == pytest.approx(2 * price.input_cost(900, 100, 7))
+
     def test_messages_are_never_updated_or_deleted(self, store: Store) -> None:
         mutators = [
             name
@@ -367,6 +396,18 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+HEAD_REVISION = "0005_session_cache_usage"
+CORE_COLUMNS = ("id", "model", "created_at")
+COUNTER_COLUMNS = ("last_input_tokens", "compactions")  # 0003
+USAGE_COLUMNS = (  # 0005
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "uncached_input_tokens",
+    "output_tokens",
+    "input_cost_usd",
+)
+
+
 class MigrationsContract:
     """Checks on the Alembic revisions; subclasses provide ``empty_url`` (no schema)."""
 
@@ -377,7 +418,7 @@ class MigrationsContract:
             with engine.connect() as conn:
                 differences = compare_metadata(MigrationContext.configure(conn), metadata)
             assert differences == []
-            assert current_revision(engine) == "0006_turn_leases"
+            assert current_revision(engine) == HEAD_REVISION
         finally:
             engine.dispose()
 
@@ -391,10 +432,18 @@ class MigrationsContract:
             before_columns = {name: columns(store.engine, name) for name in kept_tables}
             store.engine.dispose()
 
-            run_alembic(empty_url, "downgrade", "0002_history")
+            run_alembic(empty_url, "downgrade", "0003_session_counters")
+
+            assert current_revision(store.engine) == "0003_session_counters"
+            assert columns(store.engine, "sessions") == [*CORE_COLUMNS, *COUNTER_COLUMNS]
+            assert {name: columns(store.engine, name) for name in kept_tables} == before_columns
+            assert {name: table_rows(store.engine, name, "1") for name in kept_tables} == before
+            assert [row[3:] for row in table_rows(store.engine, "sessions", "id")] == [(5000, 1)]
+
+            run_alembic(empty_url, "downgrade", "-1")
 
             assert current_revision(store.engine) == "0002_history"
-            assert columns(store.engine, "sessions") == ["id", "model", "created_at"]
+            assert columns(store.engine, "sessions") == list(CORE_COLUMNS)
             assert {name: columns(store.engine, name) for name in kept_tables} == before_columns
             assert {name: table_rows(store.engine, name, "1") for name in kept_tables} == before
             assert [row[0] for row in table_rows(store.engine, "sessions", "id")] == ["s1"]
@@ -402,12 +451,37 @@ class MigrationsContract:
 
             run_alembic(empty_url, "upgrade", "head")
 
-            assert columns(store.engine, "sessions")[-2:] == ["last_input_tokens", "compactions"]
+            assert columns(store.engine, "sessions")[3:] == [*COUNTER_COLUMNS, *USAGE_COLUMNS]
             info = store.session("s1")
             assert info is not None
             assert (info.last_input_tokens, info.compactions) == (0, 0)
+            assert info.usage == UsageTotals()
             assert [m.seq for m in store.messages("s1")] == [1, 2, 3]
             assert {name: table_rows(store.engine, name, "1") for name in kept_tables} == before
+        finally:
+            store.engine.dispose()
+
+    def test_downgrade_one_drops_exactly_the_usage_counters(self, empty_url: str) -> None:
+        store = Store.from_url(empty_url)
+        try:
+            store.migrate()
+            seed(store)
+            kept = ("messages", "runs", "history_files", "history_sections", "session_leases")
+            before = {name: table_rows(store.engine, name, "1") for name in kept}
+            store.engine.dispose()
+
+            run_alembic(empty_url, "downgrade", "-1")
+
+            assert current_revision(store.engine) == "0006_turn_leases"
+            assert columns(store.engine, "sessions") == [*CORE_COLUMNS, *COUNTER_COLUMNS]
+            assert [row[3:] for row in table_rows(store.engine, "sessions", "id")] == [(5000, 1)]
+            assert {name: table_rows(store.engine, name, "1") for name in kept} == before
+            store.engine.dispose()
+
+            run_alembic(empty_url, "upgrade", "head")
+
+            info = store.session("s1")
+            assert info is not None and info.usage == UsageTotals()
         finally:
             store.engine.dispose()
 
@@ -416,6 +490,8 @@ class MigrationsContract:
         try:
             store.migrate()
             seed(store)
+            store.engine.dispose()
+            run_alembic(empty_url, "downgrade", "0006_turn_leases")  # under the usage counters
             kept = ("sessions", "messages", "runs", "history_files", "history_sections")
             before = {name: table_rows(store.engine, name, "1") for name in kept}
             store.engine.dispose()
@@ -448,6 +524,9 @@ class MigrationsContract:
             engine.dispose()
 
 
+PRICE = Price(base_input=3.0, cache_write_5m=3.75, cache_read=0.3, output=15.0)
+
+
 def seed(store: Store) -> None:
     """A session with messages, a finished run, counters and a history file."""
     from shared.history.postgres import PostgresHistory
@@ -457,7 +536,8 @@ def seed(store: Store) -> None:
         store.append_message("s1", turn, message)
     run_id = store.start_run("s1", 1, RunState().with_compaction(compaction(1, 2)))
     store.finish_run(run_id, "completed")
-    store.write_session_counters("s1", last_input_tokens=5000, compactions=1)
+    usage = UsageTotals().plus(Usage(input_tokens=3, cache_read_input_tokens=10), PRICE)
+    store.write_session_counters("s1", last_input_tokens=5000, compactions=1, usage=usage)
     PostgresHistory(store.engine).append_section("/conversation_history/s1.md", "1", "evicted")
 
 
