@@ -125,6 +125,34 @@ def key_value_table(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
     return table
 
 
+CACHE_ROWS = (
+    ("model calls", "requests", "{:,}"),
+    ("cache read tokens", "read_tokens", "{:,}"),
+    ("cache write tokens", "write_tokens", "{:,}"),
+    ("uncached input tokens", "uncached_tokens", "{:,}"),
+    ("read ratio", "read_ratio", "{:.3f}"),
+    ("input cost (USD)", "input_cost_usd", "${:.4f}"),
+    ("vs no caching", "relative_input_cost", "{:.3f}"),
+    ("output tokens", "output_tokens", "{:,}"),
+    ("output cost (USD)", "output_cost_usd", "${:.4f}"),
+)
+
+
+def cache_table(title: str, columns: dict[str, dict[str, Any]]) -> Table:
+    """Cache ``"cache"`` objects side by side (simulated, recorded...): the JSON's figures."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("")
+    for label in columns:
+        table.add_column(label, justify="right", no_wrap=True)
+    for name, key, shown in CACHE_ROWS:
+        if any(key in cache for cache in columns.values()):
+            cells = (
+                shown.format(cache[key]) if key in cache else "-" for cache in columns.values()
+            )
+            table.add_row(name, *cells)
+    return table
+
+
 def compaction_json(record: CompactionRecord) -> dict[str, Any]:
     return {
         "turn": record.at_turn,

@@ -32,6 +32,7 @@ from typing import IO, Any
 
 from shared.cli.output import (
     by_reason,
+    cache_table,
     compaction_json,
     compaction_table,
     key_value_table,
@@ -56,7 +57,7 @@ from shared.core.errors import ConfigError
 from shared.core.messages import Request
 from shared.core.profiles import Profiles
 from shared.core.settings import Settings, load_settings
-from shared.cost.meter import CacheMeter, cache_json, estimated_sizes
+from shared.cost.meter import CacheMeter, cache_json, estimated_sizes, recorded_report
 from shared.history.paths import conversation_history_path
 from shared.tokens import make_estimator
 from shared.wiring.agent import Agent, build_agent
@@ -121,8 +122,10 @@ def run(args: argparse.Namespace) -> int:
             session_id = replay_session_id(args.transcript, agent)
             meter = CacheMeter(agent.profile, estimated_sizes(estimator))
 
-            def on_call(request: Request) -> None:
-                meter.add(request)
+            def on_call(request: Request, answer: int) -> None:
+                # The answer's recorded time stands for the request's: the simulated
+                # cache then expires entries as the recorded session's pauses would.
+                meter.add(request, now=transcript.time_of(answer))
                 if dump is not None:
                     _write_line(dump, request.to_api())
 
@@ -135,13 +138,28 @@ def run(args: argparse.Namespace) -> int:
                 on_call=on_call,
             )
             report = replay_report(args, settings, agent, transcript, session_id, outcome, stats)
-            report["cache"] = cache_json(meter.report, agent.profile.price)
+            report["cache"] = replay_cache_json(meter, transcript)
             agent.store.engine.dispose()
     if args.json:
         print_json(report)
     else:
         _print_tables(report, outcome)
     return 0
+
+
+def replay_cache_json(meter: CacheMeter, transcript: Transcript) -> dict[str, Any]:
+    """The simulated cache object, with the transcript's recorded usage beside it.
+
+    ``recorded`` is ``null`` unless the transcript carries the API's usage (a Claude Code
+    JSONL does); both are priced at the replayed model's profile, so they compare.
+    """
+    price = meter.profile.price
+    recorded = recorded_report(list(transcript.recorded_usage))
+    return {
+        **cache_json(meter.report, price),
+        "ttl_from_timestamps": any(t is not None for t in transcript.times),
+        "recorded": cache_json(recorded, price) if recorded.requests else None,
+    }
 
 
 def replay_session_id(transcript: Path, agent: Agent) -> str:
@@ -267,6 +285,11 @@ def _print_tables(report: dict[str, Any], outcome: ReplayRun) -> None:
     if outcome.compactions:
         console.print(compaction_table(outcome.compactions))
     sent, raw = report["tokens_sent"], report["tokens_raw"]
+    cache = report["cache"]
+    columns = {"simulated": cache}
+    if cache["recorded"] is not None:
+        columns["recorded"] = cache["recorded"]
+    console.print(cache_table(f"Prompt cache and input cost ({report['model']} prices)", columns))
     console.print(
         key_value_table(
             "Requests",

@@ -134,7 +134,8 @@ class ReplayRun:
         return tuple(record for turn in self.turns for record in turn.compactions)
 
 
-CallHook = Callable[[Request], None]
+# Called with each request that was answered and the transcript index of its answer.
+CallHook = Callable[[Request, int], None]
 
 
 def replay_transcript(
@@ -160,7 +161,7 @@ def replay_transcript(
                     sent = replies.requests[-1]
                     run.calls.append(_figures(sent, so_far, estimator))
                     if on_call is not None:
-                        on_call(sent)
+                        on_call(sent, len(so_far))
                     loop.append(ctx, message)
                 else:
                     loop.append(ctx, as_stored(message, loop.filesystem, ctx.session_id))

@@ -17,9 +17,11 @@ import time
 from statistics import mean
 from typing import Any
 
+from shared.cli.costs import AnsweredCalls, CallCosts, MeteredProvider
 from shared.cli.errors import store_flags
 from shared.cli.output import (
     by_reason,
+    cache_table,
     compaction_json,
     compaction_table,
     key_value_table,
@@ -41,9 +43,11 @@ from shared.cli.wiring import (
     with_window,
 )
 from shared.core.errors import ConfigError
+from shared.core.profiles import Profiles
 from shared.core.settings import Settings, load_settings
 from shared.providers.base import Provider
 from shared.simulate.runner import Simulation, SimulationOutcome, build_simulation, scripted_model
+from shared.tokens import make_estimator
 
 DEFAULT_TURNS = 24
 DEFAULT_SEED = 7
@@ -146,15 +150,16 @@ def run(args: argparse.Namespace) -> int:
     provider: Provider = model if model is not None else anthropic_provider(settings)
     stats = RunStats()
     progress = LiveProgress(stats, turns=args.turns, window=args.max_input_tokens)
+    agent_costs, summary_costs = run_costs(settings)
     with telemetry(instrument_celery=args.queue) as handle:
         chat, summary, observer = instrumented(handle, provider, provider)
         simulation = build_simulation(
             settings,
             seed=args.seed,
             provider=chat,
-            summarizer_provider=summary,
+            summarizer_provider=MeteredProvider(summary, summary_costs),
             session_id=args.session,
-            observers=(stats, progress, observer),
+            observers=(stats, progress, observer, AnsweredCalls(agent_costs)),
             model=model,
         )
         started = time.monotonic()
@@ -163,11 +168,24 @@ def run(args: argparse.Namespace) -> int:
         elapsed = time.monotonic() - started
         simulation.agent.store.engine.dispose()
     report = simulation_report(args, settings, simulation, outcome, stats, elapsed)
+    report["cache"] = agent_costs.to_json()
+    report["summarizer_cost"] = summary_costs.to_json()
     if args.json:
         print_json(report)
     else:
         _print_tables(args, report, outcome)
     return 0
+
+
+def run_costs(settings: Settings) -> tuple[CallCosts, CallCosts]:
+    """The agent's and the summarizer's call costs, each at its own model's profile."""
+    profiles = Profiles.from_settings(settings)
+    estimator = make_estimator(settings.estimator)
+    summarizer = settings.summarizer_model or settings.model
+    return (
+        CallCosts(settings.model, profiles.resolve(settings.model), estimator),
+        CallCosts(summarizer, profiles.resolve(summarizer), estimator),
+    )
 
 
 def simulation_report(
@@ -252,6 +270,15 @@ def _print_tables(
                 ("max input tokens sent", report["input_tokens_sent"]["max"]),
                 ("cache breakpoints (last request)", report["breakpoints_last_request"]),
             ],
+        )
+    )
+    console.print(
+        cache_table(
+            "Prompt cache and cost (simulated cache; each model at its own price)",
+            {
+                f"agent ({report['cache']['model']})": report["cache"],
+                f"summarizer ({report['summarizer_cost']['model']})": report["summarizer_cost"],
+            },
         )
     )
     console.print(f"History file: {report['history_file'] or '(none yet: nothing was evicted)'}")

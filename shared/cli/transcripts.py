@@ -9,6 +9,10 @@ Two shapes are read:
   over several entries and writes each tool result as its own entry, so consecutive
   entries of one role are merged back into one message; every other entry type
   (``summary``, ``system``, ``file-history-snapshot``, sub-agent side chains) is skipped.
+  Two recorded figures are kept beside the messages: the ``usage`` the API returned for
+  each reply (``message.usage`` of its assistant entries, once per reply ``message.id``;
+  the last entry of a streamed reply wins) and each message's ``timestamp``, which lets
+  ``hango replay`` price the recorded session and expire the simulated cache on time.
 
 A transcript is validated completely before anything uses it (roles, tool_use /
 tool_result pairing, unique tool ids) and every error names the line (JSONL) or the
@@ -19,7 +23,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -37,6 +42,7 @@ from shared.core.messages import (
     ToolDefinition,
     ToolResultBlock,
     ToolUseBlock,
+    Usage,
     too_deep,
 )
 
@@ -55,6 +61,14 @@ class Transcript:
     tools: tuple[ToolDefinition, ...]
     messages: tuple[Message, ...]
     locations: tuple[str, ...]  # where each message came from, for error messages
+    # The API's usage of each recorded reply, in order (Claude Code JSONL only).
+    recorded_usage: tuple[Usage, ...] = ()
+    # When each message was recorded, in seconds since the epoch (None: not recorded).
+    times: tuple[float | None, ...] = field(default=())
+
+    def time_of(self, index: int) -> float | None:
+        """When message ``index`` was recorded, if the transcript says."""
+        return self.times[index] if index < len(self.times) else None
 
     @property
     def assistant_messages(self) -> int:
@@ -220,6 +234,7 @@ _BLOCK_TAGS = frozenset(
 def parse_claude_code_jsonl(text: str, source: str) -> Transcript:
     """Parse a Claude Code session log; errors name the line."""
     merged = _MessageBuilder()
+    usages: dict[str, Usage] = {}
     for number, entry in _jsonl_entries(text, source):
         location = f"line {number}"
         if entry.get("type") not in ("user", "assistant") or entry.get("isSidechain") is True:
@@ -233,10 +248,57 @@ def parse_claude_code_jsonl(text: str, source: str) -> Transcript:
                 location=location,
             )
         message = _message(raw, source, location)
+        _keep_usage(usages, raw, number, source)
         kept = tuple(block for block in message.blocks() if _worth_replaying(block))
         if kept:
-            merged.add(message.role, kept, location, reply_id=raw.get("id"))
-    return _validated(source, "claude-code-jsonl", (), (), merged)
+            at = _timestamp(entry.get("timestamp"), source, location)
+            merged.add(message.role, kept, location, reply_id=raw.get("id"), at=at)
+    transcript = _validated(source, "claude-code-jsonl", (), (), merged)
+    return replace(transcript, recorded_usage=tuple(usages.values()))
+
+
+def _keep_usage(usages: dict[str, Usage], raw: dict[str, Any], number: int, source: str) -> None:
+    """The reply's recorded ``usage``, once per reply id (a later entry's replaces it).
+
+    A reply that read no prompt token at all (Claude Code records its own error notices
+    as assistant entries with zero usage) was no API call and is not counted.
+    """
+    if raw.get("role") != "assistant" or raw.get("usage") is None:
+        return
+    try:
+        usage = Usage.model_validate(raw["usage"])
+    except ValidationError as exc:
+        raise TranscriptError(
+            f"usage: {_first_error(exc)}", source=source, location=f"line {number}"
+        ) from None
+    fields = (usage.input_tokens, usage.cache_read_input_tokens, usage.cache_creation_input_tokens)
+    if any(value is not None and value < 0 for value in fields):
+        raise TranscriptError(
+            "usage: token counts cannot be negative", source=source, location=f"line {number}"
+        )
+    if usage.total_input_tokens() == 0:
+        return
+    reply = raw.get("id")
+    usages[reply if isinstance(reply, str) else f"line {number}"] = usage
+
+
+def _timestamp(raw: Any, source: str, location: str) -> float | None:
+    """An entry's ISO 8601 ``timestamp`` in seconds since the epoch (absent: ``None``)."""
+    if raw is None:
+        return None
+    moment = None
+    if isinstance(raw, str):
+        try:
+            moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        except ValueError:
+            moment = None
+    if moment is None or moment.tzinfo is None:
+        raise TranscriptError(
+            f"timestamp {raw!r} is not an ISO 8601 time with a zone",
+            source=source,
+            location=location,
+        )
+    return moment.timestamp()
 
 
 def _jsonl_entries(text: str, source: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -278,6 +340,7 @@ class _Draft:
     where: str  # where the message starts (it may have no block at all)
     reply_id: str | None = None
     original: Message | None = None  # kept as recorded when nothing was merged into it
+    at: float | None = None  # when its first entry was recorded
 
 
 class _MessageBuilder:
@@ -294,6 +357,7 @@ class _MessageBuilder:
         *,
         reply_id: Any = None,
         original: Message | None = None,
+        at: float | None = None,
     ) -> None:
         origins = [location] * len(blocks)
         if self._continues_interleaved_reply(role, reply_id):
@@ -304,7 +368,7 @@ class _MessageBuilder:
             self._extend(self.drafts[-1], blocks, origins)
         else:
             reply = reply_id if isinstance(reply_id, str) else None
-            self.drafts.append(_Draft(role, list(blocks), origins, location, reply, original))
+            self.drafts.append(_Draft(role, list(blocks), origins, location, reply, original, at))
 
     @staticmethod
     def _extend(draft: _Draft, blocks: tuple[ContentBlock, ...], origins: list[str]) -> None:
@@ -343,13 +407,14 @@ def _validated(
         raise TranscriptError("no assistant message to replay", source=source, location="file")
     messages = tuple(draft.original or _merged_message(draft) for draft in drafts)
     locations = tuple(draft.where for draft in drafts)
+    times = tuple(draft.at for draft in drafts)
     # Everything else the API would refuse (empty content, empty text, a result given
     # twice), found here so that nothing is written for a transcript that cannot replay.
     for violation in validate_messages(messages):
         raise TranscriptError(
             violation.detail, source=source, location=locations[violation.message_index]
         )
-    return Transcript(source, fmt, system, tools, messages, locations)
+    return Transcript(source, fmt, system, tools, messages, locations, times=times)
 
 
 def _merged_message(draft: _Draft) -> Message:

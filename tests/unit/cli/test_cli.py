@@ -11,6 +11,7 @@ import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from shared.core.errors import (
 )
 from shared.core.messages import Message, Request, Response, TextBlock, Usage
 from shared.core.price import Price
+from shared.core.profiles import known_price
 from shared.cost.meter import UsageTotals
 from shared.history.local import LocalHistory
 from shared.store import Store
@@ -138,6 +140,8 @@ SIMULATE_KEYS = {
     "session_counters": dict,
     "history_file": str,
     "elapsed_seconds": float,
+    "cache": dict,
+    "summarizer_cost": dict,
 }
 COMPACTION_KEYS = {
     "turn", "reason", "tokens_before", "tokens_after", "evicted_messages", "kept_from_seq",
@@ -172,6 +176,36 @@ def test_simulate_json_reports_compactions_counters_and_history(simulated: Simul
     assert [
         line.split(":")[0] for line in simulated.progress.splitlines() if line.startswith("turn ")
     ] == [f"turn {n}/6" for n in range(1, 7)]
+
+
+def test_simulate_prices_the_agent_and_the_summarizer_apart(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HANGO_MODEL", "claude-sonnet-4-5")
+    monkeypatch.setenv("HANGO_SUMMARIZER_MODEL", "claude-haiku-4-5")
+    flags = ["--turns", "5", "--max-input-tokens", "9000", "--seed", "3",
+             "--history-root", str(tmp_path / "hist")]  # fmt: skip
+    ran = hango(capsys, "simulate", *flags, "--database-url", f"sqlite:///{tmp_path / 'j.db'}",
+                "--json")  # fmt: skip
+    # The same seed gives the same figures in another database: the table shows them too.
+    table = hango(capsys, "simulate", *flags, "--database-url", f"sqlite:///{tmp_path / 't.db'}")
+
+    assert ran.code == 0, ran.err
+    report = json.loads(ran.out)
+    agent, summarizer = report["cache"], report["summarizer_cost"]
+    assert (agent["model"], summarizer["model"]) == ("claude-sonnet-4-5", "claude-haiku-4-5")
+    assert agent["requests"] == report["model_calls"]
+    assert summarizer["requests"] == report["summary_calls"] >= 1
+    assert agent["read_ratio"] > 0.5  # the rolling breakpoints are read from call to call
+    for figures, model in ((agent, "claude-sonnet-4-5"), (summarizer, "claude-haiku-4-5")):
+        price = known_price(model)
+        assert price is not None
+        split = (figures["read_tokens"], figures["write_tokens"], figures["uncached_tokens"])
+        assert figures["input_cost_usd"] == round(price.input_cost(*split), 6)
+        assert figures["output_cost_usd"] == round(price.output_cost(figures["output_tokens"]), 6)
+    assert "agent (claude-sonnet-4-5)" in table.out
+    assert "summarizer (claude-haiku-4-5)" in table.out
+    assert f"${summarizer['input_cost_usd']:.4f}" in table.out
 
 
 def test_simulate_prints_tables_without_json(
@@ -485,6 +519,114 @@ def test_replay_claude_code_jsonl(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert report["compactions"] >= 1
     assert all("thinking" not in json.dumps(r.to_api()) for r in requests)
     assert not any("side chain" in json.dumps(r.to_api()) for r in requests)
+
+
+def _claude_code_log_with_usage(pause_seconds: int) -> tuple[str, list[dict[str, int]]]:
+    """A Claude Code log whose replies carry the API's usage and every entry a timestamp.
+
+    Each reply is streamed over two entries of one ``message.id`` (the usage repeated, the
+    last one final), ``pause_seconds`` pass between a reply and the next user entry, and
+    one error notice with zero usage stands for a reply that was no API call.
+    """
+    clock = 1_750_000_000
+    lines: list[str] = []
+    usages: list[dict[str, int]] = []
+
+    def entry(kind: str, content: Any, **message: Any) -> str:
+        at = datetime.fromtimestamp(clock, tz=UTC).isoformat().replace("+00:00", "Z")
+        body = {"role": kind, "content": content, **message}
+        return json.dumps({"type": kind, "message": body, "timestamp": at})
+
+    for t in range(6):
+        lines.append(entry("user", f"Task {t}: look at module {t}. " + "Explain it well. " * 150))
+        clock += 2
+        usage = {
+            "input_tokens": 4 + t,
+            "cache_read_input_tokens": 1000 * t,
+            "cache_creation_input_tokens": 900 + t,
+            "output_tokens": 30 + t,
+        }
+        usages.append(usage)
+        use = {"type": "tool_use", "id": f"toolu_{t}", "name": "Read", "input": {"path": f"{t}"}}
+        early = {**usage, "output_tokens": 1}  # streamed: the first entry's output is partial
+        lines.append(entry("assistant", [{"type": "text", "text": "Reading."}], id=f"m{t}a",
+                           model="claude-sonnet-4-5", usage=early))  # fmt: skip
+        lines.append(entry("assistant", [use], id=f"m{t}a", model="claude-sonnet-4-5",
+                           usage=usage))  # fmt: skip
+        clock += 1
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{t}", "content": "x = 1\n" * 300}
+        lines.append(entry("user", [result]))
+        clock += 2
+        lines.append(entry("assistant", [{"type": "text", "text": f"Module {t} is fine."}],
+                           id=f"m{t}b", usage=usage))  # fmt: skip
+        usages.append(usage)
+        clock += pause_seconds
+    zero = {"input_tokens": 0, "output_tokens": 0}
+    lines.append(entry("user", "are you there?"))
+    lines.append(entry("assistant", [{"type": "text", "text": "API Error"}], id="e", usage=zero))
+    return "\n".join(lines) + "\n", usages
+
+
+def test_replay_prices_the_recorded_usage_beside_the_simulated_cache(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text, usages = _claude_code_log_with_usage(pause_seconds=5)
+    log = tmp_path / "usage.jsonl"
+    log.write_text(text)
+
+    ran = hango(capsys, "replay", str(log), "--json")
+    table = hango(capsys, "replay", str(log))
+
+    assert ran.code == 0, ran.err
+    cache = json.loads(ran.out)["cache"]
+    recorded = cache["recorded"]
+    read = sum(u["cache_read_input_tokens"] for u in usages)
+    write = sum(u["cache_creation_input_tokens"] for u in usages)
+    uncached = sum(u["input_tokens"] for u in usages)
+    assert (recorded["requests"], recorded["read_tokens"]) == (len(usages), read)
+    assert (recorded["write_tokens"], recorded["uncached_tokens"]) == (write, uncached)
+    assert recorded["read_ratio"] == round(read / (read + write + uncached), 4)
+    assert cache["ttl_from_timestamps"] is True
+    assert cache["requests"] == 13 and cache["read_ratio"] > 0.5
+    # The human table carries the same figures, the recorded ones beside the simulated ones.
+    assert "simulated" in table.out and "recorded" in table.out
+    assert f"{read:,}" in table.out and f"{cache['read_tokens']:,}" in table.out
+    assert f"${recorded['input_cost_usd']:.4f}" in table.out
+    assert f"{cache['relative_input_cost']:.3f}" in table.out
+
+
+def test_replay_expires_the_simulated_cache_over_the_recorded_pauses(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    reads = {}
+    for pause in (5, 400):  # well within, and past, the 5-minute TTL
+        log = tmp_path / f"pause-{pause}.jsonl"
+        log.write_text(_claude_code_log_with_usage(pause)[0])
+        ran = hango(capsys, "replay", str(log), "--json")
+        assert ran.code == 0, ran.err
+        reads[pause] = json.loads(ran.out)["cache"]
+
+    short, long = reads[5], reads[400]
+    assert short["prompt_tokens"] == long["prompt_tokens"]  # the same requests
+    assert long["read_tokens"] < short["read_tokens"]
+    # Past the TTL, only the call answered seconds after its turn's first one reads.
+    assert long["write_tokens"] > short["write_tokens"]
+
+
+def test_replay_of_a_transcript_without_usage_has_no_recorded_figures(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    transcript = tmp_path / "t.json"
+    transcript.write_text(json.dumps(_turns_transcript(2)))
+
+    ran = hango(capsys, "replay", str(transcript), "--json")
+    table = hango(capsys, "replay", str(transcript))
+
+    cache = json.loads(ran.out)["cache"]
+    assert cache["recorded"] is None and cache["ttl_from_timestamps"] is False
+    assert "Prompt cache and input cost" in table.out and "recorded" not in table.out
+    assert f"{cache['write_tokens']:,}" in table.out
+    assert f"${cache['input_cost_usd']:.4f}" in table.out
 
 
 def test_replay_prints_a_table_by_default(

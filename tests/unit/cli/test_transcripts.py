@@ -257,3 +257,71 @@ def test_load_transcript_detects_the_format(tmp_path: Path) -> None:
 def test_missing_file_is_a_transcript_error(tmp_path: Path) -> None:
     with pytest.raises(TranscriptError, match="no such file"):
         load_transcript(tmp_path / "absent.json")
+
+
+# --- recorded usage and timestamps (Claude Code JSONL) -------------------------------------
+
+
+def _reply(content: Any, reply_id: str, at: str, **usage: int) -> str:
+    message = {"role": "assistant", "content": content, "id": reply_id, "usage": usage}
+    return json.dumps({"type": "assistant", "message": message, "timestamp": at})
+
+
+def _said(content: Any, at: str) -> str:
+    return json.dumps({"type": "user", "message": {"role": "user", "content": content},
+                       "timestamp": at})  # fmt: skip
+
+
+def test_claude_code_usage_is_kept_once_per_reply_and_the_last_entry_wins() -> None:
+    lines = [
+        _said("Read a.py", "2025-06-01T12:00:00.000Z"),
+        _reply([{"type": "text", "text": "Reading."}], "m1", "2025-06-01T12:00:03.500Z",
+               input_tokens=3, cache_read_input_tokens=100, output_tokens=1),
+        _reply([_use("t1")], "m1", "2025-06-01T12:00:04Z",
+               input_tokens=3, cache_read_input_tokens=100, output_tokens=25),
+        _said([_result("t1")], "2025-06-01T12:00:05+00:00"),
+        _reply([{"type": "text", "text": "Done."}], "m2", "2025-06-01T12:06:05Z",
+               input_tokens=2, cache_creation_input_tokens=40, output_tokens=5),
+        _said("still there?", "2025-06-01T12:07:00Z"),
+        _reply([{"type": "text", "text": "API Error"}], "e1", "2025-06-01T12:07:01Z",
+               input_tokens=0, output_tokens=0),
+    ]  # fmt: skip
+
+    transcript = parse_claude_code_jsonl("\n".join(lines), "cc.jsonl")
+
+    assert [(u.input_tokens, u.cache_read_input_tokens, u.output_tokens)
+            for u in transcript.recorded_usage] == [(3, 100, 25), (2, None, 5)]  # fmt: skip
+    assert transcript.recorded_usage[1].cache_creation_input_tokens == 40
+    start = 1_748_779_200.0  # 2025-06-01T12:00:00Z
+    assert transcript.times == (start, start + 3.5, start + 5, start + 365, start + 420,
+                                start + 421)  # fmt: skip
+    assert transcript.time_of(99) is None
+
+
+@pytest.mark.parametrize(
+    ("usage", "at", "words"),
+    [
+        ('"usage": {"input_tokens": "many"}', "2025-06-01T12:00:00Z", "usage: input_tokens"),
+        ('"usage": {"input_tokens": -3}', "2025-06-01T12:00:00Z", "cannot be negative"),
+        ('"usage": {"input_tokens": 3}', "yesterday", "timestamp 'yesterday'"),
+        ('"usage": {"input_tokens": 3}', "2025-06-01T12:00:00", "with a zone"),
+    ],
+)
+def test_bad_recorded_usage_or_timestamp_names_the_line(usage: str, at: str, words: str) -> None:
+    reply = (
+        '{"type": "assistant", "timestamp": "' + at + '", "message": {"role": "assistant", '
+        '"id": "m1", "content": [{"type": "text", "text": "ok"}], ' + usage + "}}"
+    )
+    text = _entry("user", "hi") + "\n" + reply + "\n"
+
+    with pytest.raises(TranscriptError, match="line 2") as caught:
+        parse_claude_code_jsonl(text, "cc.jsonl")
+    assert words in str(caught.value)
+
+
+def test_json_transcripts_carry_no_recorded_usage_or_times() -> None:
+    transcript = parse_messages_json(_json_transcript(GOOD_MESSAGES), "t.json")
+
+    assert transcript.recorded_usage == ()
+    assert transcript.times == (None,) * len(GOOD_MESSAGES)
+    assert transcript.time_of(0) is None
