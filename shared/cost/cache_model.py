@@ -6,31 +6,32 @@ a wire :class:`Request` by :func:`blocks_from_request`), the simulated cache
 over many calls, recorded or simulated (:class:`CacheLedger`, :class:`CacheReport`). It
 does no I/O and counts no tokens: block sizes come from the caller.
 
-Modelled (Anthropic prompt-caching docs,
-https://platform.claude.com/docs/en/build-with-claude/prompt-caching, as verified in
-research note ``research/anthropic-api-and-condensers.md`` section A2, "[A2]" below):
+Modelled after Anthropic's prompt caching documentation,
+https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching (also served at
+https://platform.claude.com/docs/en/build-with-claude/prompt-caching), "[docs]" below;
+each fact is a statement of that page:
 
-- The prefix is ordered tools -> system -> messages [A2]; it is cut into one block per
+- The prefix is ordered tools -> system -> messages [docs]; it is cut into one block per
   tool definition, system block and message content block (plain-string content is one
   block).
 - A ``cache_control`` marker makes its block a breakpoint; at most 4 per request, and
-  top-level automatic caching takes one slot, on the last cacheable block [A2]. More
+  top-level automatic caching takes one slot, on the last cacheable block [docs]. More
   than 4 raise :class:`TooManyBreakpointsError` (the API answers 400).
-- A hit needs the content "100% identical" through the block [A2]. Entries are keyed by
+- A hit needs the content "100% identical" through the block [docs]. Entries are keyed by
   a chain hash over the block keys, so a change in any block invalidates every entry
   after it. A block's key is its exact JSON (key order included: "unstable JSON key
-  order in tool_use inputs breaks hits" [A2]) *without* its ``cache_control`` markers,
+  order in tool_use inputs breaks hits" [docs]) *without* its ``cache_control`` markers,
   plus its section, and for a message block its role and whether it opens the message.
-- Writes happen only at breakpoints [A2]: each breakpoint whose prefix reaches the
+- Writes happen only at breakpoints [docs]: each breakpoint whose prefix reaches the
   minimum is recorded. Each breakpoint looks for a hit at its own position and at most
   20 positions before it, a run of consecutive ``tool_use`` or ``tool_result`` blocks
-  counting as one position [A2]; the longest hit over all breakpoints is read.
+  counting as one position [docs]; the longest hit over all breakpoints is read.
 - A prefix shorter than the model's minimum cacheable length is neither read nor
-  written, and raises no error [A2] (the minimum is in the model's profile:
+  written, and raises no error [docs] (the minimum is in the model's profile:
   ``ModelProfile.min_cacheable_tokens``).
-- Usage [A2]: ``cache_read`` = the hit's prefix; ``cache_creation`` = from the end of the
+- Usage [docs]: ``cache_read`` = the hit's prefix; ``cache_creation`` = from the end of the
   hit to the last breakpoint; ``input_tokens`` = everything after the last breakpoint.
-- The 5-minute TTL, refreshed by each hit [A2], when the caller passes timestamps. An
+- The 5-minute TTL, refreshed by each hit [docs], when the caller passes timestamps. An
   entry used at ``t`` is dead from ``t + ttl`` on. A (re)written breakpoint is stamped
   too; entries recorded without a timestamp never expire.
 
@@ -64,9 +65,9 @@ from shared.core.messages import (
 from shared.core.price import Price
 from shared.core.profiles import DEFAULT_MIN_CACHEABLE_TOKENS, ModelProfile
 
-MAX_BREAKPOINTS = 4  # [A2]
-LOOKBACK_POSITIONS = 20  # [A2]
-DEFAULT_TTL_SECONDS = 300.0  # 5 minutes [A2]
+MAX_BREAKPOINTS = 4  # [docs]
+LOOKBACK_POSITIONS = 20  # [docs]
+DEFAULT_TTL_SECONDS = 300.0  # 5 minutes [docs]
 
 # What the caller's size function measures: a tool definition or a content block
 # (system blocks are text blocks).
@@ -318,7 +319,7 @@ class _Placed:
         return kind if kind in _RUN_KINDS else None
 
     def cacheable(self) -> bool:
-        """Whether the block may carry a marker: not thinking, not empty text [A2]."""
+        """Whether the block may carry a marker: not thinking, not empty text [docs]."""
         if isinstance(self.block, ThinkingBlock | RedactedThinkingBlock):
             return False
         return not (isinstance(self.block, TextBlock) and not self.block.text)
@@ -370,7 +371,7 @@ def blocks_from_request(request: Request, sizes: SizeOf | Sequence[int]) -> tupl
     Marked blocks are its ``cache_control`` markers, plus the last cacheable block when
     the request asks for automatic caching (top-level ``cache_control``, kept as an
     extra key). Automatic caching with 4 explicit markers raises
-    :class:`TooManyBreakpointsError` [A2].
+    :class:`TooManyBreakpointsError` [docs].
     """
     placed = list(_placed_blocks(request))
     counts = _sizes(placed, sizes)

@@ -225,8 +225,10 @@ def test_an_empty_report_has_zero_ratios_and_relative_cost_one() -> None:
     assert report.relative_input_cost(PRICE) == 1.0
 
 
-def test_relative_cost_matches_the_research_note_multipliers() -> None:
-    # research/prompt-cache-usage.md, "all five": 0.966 read, 0.034 write -> 0.139.
+def test_relative_cost_follows_the_published_multipliers() -> None:
+    # 0.966 read at 0.1x plus 0.034 written at 1.25x (the multipliers of Anthropic's
+    # prompt-caching docs, https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching)
+    # is 0.0966 + 0.0425 = 0.139 of the all-uncached cost.
     report = CacheReport(requests=1, read_tokens=966, write_tokens=34, uncached_tokens=0)
     assert report.relative_input_cost(Price.from_base(1.0, 5.0)) == pytest.approx(0.139, abs=5e-4)
 
