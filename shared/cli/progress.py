@@ -35,6 +35,7 @@ class RunStats(NullObserver):
     invalid_blocked: int = 0
     overflow_retries: int = 0
     breakpoints: int = 0
+    trigger_waits: list[float] = field(default_factory=list)  # seconds, one per compaction
     current_turn: int = 0
     _pending: int = 0
 
@@ -62,6 +63,19 @@ class RunStats(NullObserver):
 
     def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
         self.invalid_blocked += 1
+
+    def summary_waited(self, session_id: str, turn: int, seconds: float) -> None:
+        self.trigger_waits.append(seconds)
+
+    def trigger_wait_ms(self) -> dict[str, float | None]:
+        """p50 and p95 of what compactions at the trigger held their turn (ms)."""
+        waits = sorted(1000 * seconds for seconds in self.trigger_waits)
+        if not waits:
+            return {"p50": None, "p95": None}
+        return {
+            "p50": round(_nearest_rank(waits, 50), 1),
+            "p95": round(_nearest_rank(waits, 95), 1),
+        }
 
     @property
     def last_sent(self) -> int:
@@ -149,3 +163,9 @@ class LiveProgress(NullObserver):
         line.append(f" ({reasons})" if reasons else "")
         line.append(f"  breakpoints {stats.breakpoints}")
         return line
+
+
+def _nearest_rank(ordered: list[float], percentile: int) -> float:
+    """The nearest-rank percentile of an ordered, non-empty list."""
+    index = max(0, -(-percentile * len(ordered) // 100) - 1)
+    return ordered[index]

@@ -262,6 +262,7 @@ def replay_report(
         "compactions_by_reason": by_reason(outcome.compactions),
         "compaction_records": [compaction_json(record) for record in outcome.compactions],
         "summaries": summary_sources(outcome.compactions),
+        "trigger_wait_ms": stats.trigger_wait_ms(),
         "truncated_tool_args": stats.truncated_args,
         "invalid_requests_blocked": stats.invalid_blocked,
         "overflow_retries": stats.overflow_retries,
@@ -301,6 +302,7 @@ def _print_tables(report: dict[str, Any], outcome: ReplayRun) -> None:
                     or "0",
                 ),
                 ("summaries", summary_sources_line(report["summaries"])),
+                ("waited for summaries at the trigger", _waits(report["trigger_wait_ms"])),
                 ("truncated tool arguments", report["truncated_tool_args"]),
                 ("invalid requests blocked", report["invalid_requests_blocked"]),
                 (
@@ -316,3 +318,9 @@ def _print_tables(report: dict[str, Any], outcome: ReplayRun) -> None:
             ],
         )
     )
+
+
+def _waits(waits: dict[str, float | None]) -> str:
+    if waits["p50"] is None:
+        return "-"
+    return f"p50 {waits['p50']:,.0f} ms, p95 {waits['p95']:,.0f} ms"

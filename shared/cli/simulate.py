@@ -214,6 +214,7 @@ def simulation_report(
         "compactions": [compaction_json(record) for record in outcome.compactions],
         "compactions_by_reason": by_reason(outcome.compactions),
         "summaries": summary_sources(outcome.compactions),
+        "trigger_wait_ms": stats.trigger_wait_ms(),
         "truncated_tool_args": stats.truncated_args,
         "overflow_retries": stats.overflow_retries,
         "invalid_requests_blocked": stats.invalid_blocked,
@@ -264,6 +265,7 @@ def _print_tables(
                     report["summary_calls"] if report["summary_calls"] is not None else "-",
                 ),
                 ("summaries", summary_sources_line(report["summaries"])),
+                ("waited for summaries at the trigger", _waits(report["trigger_wait_ms"])),
                 ("truncated tool arguments", report["truncated_tool_args"]),
                 ("overflow retries", report["overflow_retries"]),
                 ("invalid requests blocked", report["invalid_requests_blocked"]),
@@ -286,3 +288,9 @@ def _print_tables(
     console.print(f"Inspect it: hango sessions show {report['session_id']}{flags}")
     if report["history_file"]:
         console.print(f"Read its offloaded history: hango history {report['session_id']}{flags}")
+
+
+def _waits(waits: dict[str, float | None]) -> str:
+    if waits["p50"] is None:
+        return "-"
+    return f"p50 {waits['p50']:,.0f} ms, p95 {waits['p95']:,.0f} ms"

@@ -43,6 +43,10 @@ class LoopObserver(Protocol):
         """A compacted request failed validation and was replaced by mechanical truncation."""
         ...
 
+    def summary_waited(self, session_id: str, turn: int, seconds: float) -> None:
+        """How long a compaction at the trigger held the turn for its offload and summary."""
+        ...
+
 
 class NullObserver:
     """Observes nothing; subclass it and override the hooks you need."""
@@ -70,6 +74,9 @@ class NullObserver:
         pass
 
     def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
+        pass
+
+    def summary_waited(self, session_id: str, turn: int, seconds: float) -> None:
         pass
 
 
@@ -113,3 +120,7 @@ class Observers(NullObserver):
     def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
         for observer in self._observers:
             observer.invalid_request_blocked(session_id, turn, violations)
+
+    def summary_waited(self, session_id: str, turn: int, seconds: float) -> None:
+        for observer in self._observers:
+            observer.summary_waited(session_id, turn, seconds)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -235,6 +236,7 @@ class SummarizationMiddleware(PassThrough):
     ) -> ModelCall:
         kept_from_seq = _seq_at(call, plan.boundary)
         evicted = _stored_before(call, kept_from_seq)
+        waiting_since = time.monotonic()
         offload_path = self._offload(call, evicted)
         if offload_path is None:
             return self._truncate(call, tokens) if reason == "overflow" else call
@@ -250,6 +252,10 @@ class SummarizationMiddleware(PassThrough):
                 model=self.profile.summarizer_model or call.request.model,
             )
         )
+        if reason == "threshold":
+            # What the user's turn paid for the slow steps at the trigger.
+            waited = time.monotonic() - waiting_since
+            self.observer.summary_waited(call.session_id, call.turn, waited)
         artifacts = _merge_artifacts(previous, evicted)
         record = CompactionRecord(
             user_request=_evicted_request(call, kept_from_seq),

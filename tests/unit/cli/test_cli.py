@@ -133,6 +133,7 @@ SIMULATE_KEYS = {
     "compactions": list,
     "compactions_by_reason": dict,
     "summaries": dict,
+    "trigger_wait_ms": dict,
     "truncated_tool_args": int,
     "overflow_retries": int,
     "invalid_requests_blocked": int,
@@ -209,6 +210,23 @@ def test_simulate_prices_the_agent_and_the_summarizer_apart(
     assert "input cost (USD)" in table.out and "output cost (USD)" in table.out
 
 
+def test_simulate_reports_how_long_the_trigger_waited_for_a_slow_summarizer(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    ran = hango(
+        capsys, "simulate", "--turns", "5", "--max-input-tokens", "8000", "--json",
+        "--summarizer-latency", "0.25", "--database-url", f"sqlite:///{tmp_path / 'w.db'}",
+        "--history-root", str(tmp_path / "hist"),
+    )  # fmt: skip
+
+    assert ran.code == 0, ran.err
+    report = json.loads(ran.out)
+    assert report["compactions_by_reason"].get("threshold"), "a 8k window compacts in 5 turns"
+    waits = report["trigger_wait_ms"]
+    # Each compaction at the trigger waited at least for the scripted summary's latency.
+    assert 250 <= waits["p50"] <= waits["p95"]
+
+
 def test_simulate_prints_tables_without_json(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -222,6 +240,7 @@ def test_simulate_prints_tables_without_json(
     assert "Compactions" in ran.out and "threshold" in ran.out
     assert "compactions (counter)" in ran.out
     assert "0 from the worker" in ran.out and "0 fell back" in ran.out
+    assert "waited for summaries at the trigger" in ran.out
     assert f"History file: {tmp_path / 'hist'}" in ran.out
 
 
