@@ -12,7 +12,10 @@ the primary-key conflict instead.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -85,7 +88,7 @@ class Store:
         from alembic import command
 
         config = _alembic_config()
-        with self.engine.connect() as conn:
+        with _migration_lock(self.engine), self.engine.connect() as conn:
             before = _current_revision(conn)
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
@@ -336,6 +339,32 @@ def migrations_dir() -> Path:
         if (candidate / "env.py").is_file():
             return candidate
     raise FileNotFoundError(f"no Alembic migrations found in {[str(c) for c in candidates]}")
+
+
+@contextlib.contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    """One migration at a time per SQLite file, across processes.
+
+    Every process opening the embedded store migrates it first; on a fresh file they all
+    see no schema and all create it (``table sessions already exists``). An exclusive
+    ``flock`` on a lock file beside the database serializes them: the first creates the
+    schema, the others find it at the head revision. PostgreSQL is migrated by a deploy
+    step (``hango migrate``), not by every process.
+    """
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        yield
+        return
+    if database.startswith("file:"):
+        yield
+        return
+    lock_path = Path(database).expanduser().with_name(Path(database).name + ".migrate-lock")
+    with open(lock_path, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def engine_from_url(url: str, *, create_directory: bool = False) -> Engine:

@@ -7,7 +7,10 @@ the same classes against PostgreSQL, which is the proof that the real path works
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -585,3 +588,41 @@ class TestMigrationsOnSqlite(MigrationsContract):
     def empty_url(self, sqlite_url: str) -> str:
         Path(sqlite_url.removeprefix("sqlite:///")).parent.mkdir(parents=True)
         return sqlite_url
+
+
+# -- several processes opening one fresh database (issue 14, defect 16) --------------------
+
+_OPEN_AT_ONCE = """
+import sys, time
+from pathlib import Path
+start = float(sys.argv[2])
+while time.time() < start:
+    time.sleep(0.001)
+from shared.core.settings import load_settings
+from shared.wiring.agent import open_store
+store = open_store(load_settings(database_url=sys.argv[1]))
+print(len(store.sessions()))
+"""
+
+
+def test_four_processes_opening_a_fresh_database_at_once_all_start(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[3]
+    for round_number in range(5):
+        url = f"sqlite:///{tmp_path / f'fresh-{round_number}.db'}"
+        start = time.time() + 2.0  # every process imported and waiting when it strikes
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPEN_AT_ONCE, url, str(start)],
+                cwd=repo,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
+        outcomes = [process.communicate(timeout=120) for process in processes]
+        failed = [
+            err for process, (_, err) in zip(processes, outcomes, strict=True) if process.returncode
+        ]
+        assert not failed, failed[0][-2000:]
+        assert [out.strip() for out, _ in outcomes] == ["0"] * 4
