@@ -88,6 +88,11 @@ def add_parser(commands: Any) -> None:
         "--dump-requests", type=Path, metavar="OUT.jsonl", help="one request body per line"
     )
     parser.add_argument(
+        "--max-bytes",
+        type=positive_int,
+        help="refuse a larger transcript (default HANGO_REPLAY_MAX_BYTES, 64 MiB)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print a JSON summary instead of tables"
     )
     # Overflows and summarizer fallbacks are part of the command's own report.
@@ -95,9 +100,9 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    transcript = load_transcript(
-        args.transcript
-    )  # everything is validated before anything is written
+    limit = args.max_bytes or load_settings().replay_max_bytes
+    # Everything is validated before anything is written.
+    transcript = load_transcript(args.transcript, max_bytes=limit)
     _check_dump_target(args.dump_requests, args.transcript)
     with tempfile.TemporaryDirectory(prefix="hango-replay-") as scratch:
         settings = replay_settings(args, Path(scratch))

@@ -22,6 +22,7 @@ message index (JSON), so a replay never starts on input it would choke on halfwa
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -75,18 +76,43 @@ class Transcript:
         return sum(1 for message in self.messages if message.role == "assistant")
 
 
-def load_transcript(path: Path) -> Transcript:
-    """Read and validate a transcript file, or raise :class:`TranscriptError`."""
+def load_transcript(path: Path, *, max_bytes: int) -> Transcript:
+    """Read and validate a transcript file, or raise :class:`TranscriptError`.
+
+    A file over ``max_bytes`` is refused before it is read (a pipe, whose size is not
+    known, is read up to the limit and no further): parsing holds the text and every
+    message at once, a few times the file's size.
+    """
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            _refuse_over(os.fstat(handle.fileno()).st_size, max_bytes, source)
+            data = handle.read(max_bytes + 1)
     except FileNotFoundError:
         raise TranscriptError("no such file", source=source, location="file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise TranscriptError(f"cannot read it ({exc})", source=source, location="file") from None
+    _refuse_over(len(data), max_bytes, source)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(
+            f"not UTF-8 (byte {exc.start}: {exc.reason})", source=source, location="file"
+        ) from None
+    del data
     if _looks_like_jsonl(path, text):
         return parse_claude_code_jsonl(text, source)
     return parse_messages_json(text, source)
+
+
+def _refuse_over(size: int, max_bytes: int, source: str) -> None:
+    if size > max_bytes:
+        raise TranscriptError(
+            f"{size:,} bytes, over the replay limit of {max_bytes:,} "
+            "(raise it with --max-bytes or HANGO_REPLAY_MAX_BYTES)",
+            source=source,
+            location="file",
+        )
 
 
 def _looks_like_jsonl(path: Path, text: str) -> bool:
@@ -231,6 +257,17 @@ _BLOCK_TAGS = frozenset(
 # --- Claude Code JSONL ---------------------------------------------------------------------
 
 
+def _lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` one at a time (``splitlines`` would copy them all at once)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        if end < 0:
+            end = len(text)
+        yield text[start:end].rstrip("\r")
+        start = end + 1
+
+
 def parse_claude_code_jsonl(text: str, source: str) -> Transcript:
     """Parse a Claude Code session log; errors name the line."""
     merged = _MessageBuilder()
@@ -302,7 +339,7 @@ def _timestamp(raw: Any, source: str, location: str) -> float | None:
 
 
 def _jsonl_entries(text: str, source: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
         try:

@@ -90,3 +90,34 @@ def test_replay_of_a_deeply_nested_transcript_is_a_clear_error(
     assert code == EXIT_TRANSCRIPT, err
     assert "nested" in err and "deep" in err and "this is a bug" not in err
     assert err.count("\n") == 1
+
+
+def _claude_code_lines(count: int) -> str:
+    line = json.dumps(
+        {"type": "user", "message": {"role": "user", "content": "hello there"}, "uuid": "u"}
+    )
+    return (line + "\n") * count
+
+
+def test_replay_refuses_a_transcript_over_the_size_limit_before_reading_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    transcript = tmp_path / "big.jsonl"
+    transcript.write_text(_claude_code_lines(20_000), encoding="utf-8")
+    size = transcript.stat().st_size
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+
+    code = main(["replay", str(transcript), "--max-bytes", str(size - 1), "--database-url", db])
+    err = capsys.readouterr().err
+    assert code == EXIT_TRANSCRIPT and err.count("\n") == 1
+    assert f"{size:,} bytes" in err and "--max-bytes" in err and "HANGO_REPLAY_MAX_BYTES" in err
+
+    monkeypatch.setenv("HANGO_REPLAY_MAX_BYTES", str(size - 1))
+    assert main(["replay", str(transcript), "--database-url", db]) == EXIT_TRANSCRIPT
+    assert "over the replay limit" in capsys.readouterr().err
+
+
+def test_the_replay_limit_is_a_setting_with_a_default() -> None:
+    from shared.core.settings import load_settings
+
+    assert load_settings().replay_max_bytes == 64 * 1024 * 1024

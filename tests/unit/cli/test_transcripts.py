@@ -250,13 +250,13 @@ def test_load_transcript_detects_the_format(tmp_path: Path) -> None:
     as_log = tmp_path / "session.log"
     as_log.write_text("\n".join(CLAUDE_CODE_LINES))
 
-    assert load_transcript(as_json).format == "messages-json"
-    assert load_transcript(as_log).format == "claude-code-jsonl"
+    assert load_transcript(as_json, max_bytes=1 << 20).format == "messages-json"
+    assert load_transcript(as_log, max_bytes=1 << 20).format == "claude-code-jsonl"
 
 
 def test_missing_file_is_a_transcript_error(tmp_path: Path) -> None:
     with pytest.raises(TranscriptError, match="no such file"):
-        load_transcript(tmp_path / "absent.json")
+        load_transcript(tmp_path / "absent.json", max_bytes=1 << 20)
 
 
 # --- recorded usage and timestamps (Claude Code JSONL) -------------------------------------
