@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
+import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import sqlalchemy
 from sqlalchemy import Connection, Engine, Row, event, func, select, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from shared.compaction.record import RunState
 from shared.core.errors import ConfigError, SchemaNotReadyError, UnknownSessionError
@@ -58,6 +60,39 @@ class RunInfo:
     status: str
     state: RunState
     error: str | None
+
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _disconnected(error: DBAPIError) -> bool:
+    """The connection died under the statement (terminated backend, server restart)."""
+    return bool(error.connection_invalidated)
+
+
+def once_more_on_disconnect(method: Callable[P, R]) -> Callable[P, R]:
+    """Run an idempotent store step once more when its connection was terminated.
+
+    The pool's pre-ping catches a connection that died while idle; one that dies under a
+    statement fails it, and the pool has already discarded it, so a second run of a step
+    that is safe to repeat (a read, an upsert, an update to fixed values) carries the turn
+    on instead of failing it.
+    """
+
+    @functools.wraps(method)
+    def retried(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except DBAPIError as error:
+            if not _disconnected(error):
+                raise
+            log.warning("database connection lost in %s; retrying once", method.__name__)
+            return method(*args, **kwargs)
+
+    return retried
 
 
 class Store:
@@ -125,6 +160,7 @@ class Store:
 
     # -- sessions ---------------------------------------------------------------------
 
+    @once_more_on_disconnect
     def ensure_session(self, session_id: str, model: str) -> None:
         """Create the session unless it exists (an existing one is left as it is)."""
         validate_session_id(session_id)
@@ -134,16 +170,20 @@ class Store:
             )
             conn.execute(statement, {"id": session_id, "model": model, "created_at": _now()})
 
+    @once_more_on_disconnect
     def session(self, session_id: str) -> SessionInfo | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(sessions).where(sessions.c.id == session_id)).first()
         return None if row is None else _session_info(row)
 
+    @once_more_on_disconnect
     def sessions(self) -> list[SessionInfo]:
         query = select(sessions).order_by(sessions.c.created_at, sessions.c.id)
         with self.engine.connect() as conn:
             return [_session_info(row) for row in conn.execute(query)]
 
+    # Not retried on a dropped connection: the usage sums are increments, and a commit
+    # that got through before the connection died would be counted twice.
     def write_session_counters(
         self,
         session_id: str,
@@ -181,7 +221,7 @@ class Store:
         """
         for attempt in range(_APPEND_ATTEMPTS):
             try:
-                return self._append_once(session_id, turn, message, lease)
+                return self._append_surviving_a_disconnect(session_id, turn, message, lease)
             except IntegrityError:
                 if self.session(session_id) is None:
                     raise UnknownSessionError(session_id, database=self.where) from None
@@ -190,6 +230,28 @@ class Store:
         raise RuntimeError(
             f"could not append to session {session_id!r} after {_APPEND_ATTEMPTS} attempts"
         )
+
+    def _append_surviving_a_disconnect(
+        self, session_id: str, turn: int, message: Message, lease: TurnLease | None
+    ) -> StoredMessage:
+        """``_append_once``, run once more if its connection died, unless it committed.
+
+        A connection can die after the commit reached the server: then the message is the
+        session's last one already, and appending it again would store it twice. Two equal
+        messages of one turn in a row are otherwise impossible (roles alternate).
+        """
+        try:
+            return self._append_once(session_id, turn, message, lease)
+        except DBAPIError as error:
+            if not _disconnected(error):
+                raise
+            log.warning(
+                "database connection lost appending to %s; checking, then retrying", session_id
+            )
+            last = self._last_message(session_id)
+            if last is not None and last.turn == turn and last.message == message:
+                return last
+            return self._append_once(session_id, turn, message, lease)
 
     def _append_once(
         self, session_id: str, turn: int, message: Message, lease: TurnLease | None
@@ -214,6 +276,7 @@ class Store:
             )
         return StoredMessage(seq=seq, turn=turn, message=message)
 
+    @once_more_on_disconnect
     def messages(
         self, session_id: str, from_seq: int | None = None, to_seq: int | None = None
     ) -> list[StoredMessage]:
@@ -232,6 +295,23 @@ class Store:
             for row in rows
         ]
 
+    @once_more_on_disconnect
+    def _last_message(self, session_id: str) -> StoredMessage | None:
+        query = (
+            select(messages.c.seq, messages.c.turn, messages.c.content)
+            .where(messages.c.session_id == session_id)
+            .order_by(messages.c.seq.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            return None
+        return StoredMessage(
+            seq=row.seq, turn=row.turn, message=Message.model_validate(row.content)
+        )
+
+    @once_more_on_disconnect
     def last_turn(self, session_id: str) -> int:
         """The highest turn of any message or run of the session; 0 when there is none."""
         by_messages = select(func.max(messages.c.turn)).where(messages.c.session_id == session_id)
@@ -242,6 +322,7 @@ class Store:
 
     # -- runs -------------------------------------------------------------------------
 
+    @once_more_on_disconnect
     def start_run(self, session_id: str, turn: int, state: RunState) -> int:
         """The id of the run for (session, turn): created now, or the existing one unchanged."""
         values = {
@@ -260,12 +341,14 @@ class Store:
             existing = select(runs.c.id).where(runs.c.session_id == session_id, runs.c.turn == turn)
             return int(conn.execute(existing).scalar_one())
 
+    @once_more_on_disconnect
     def run(self, session_id: str, turn: int) -> RunInfo | None:
         query = select(runs).where(runs.c.session_id == session_id, runs.c.turn == turn)
         with self.engine.connect() as conn:
             row = conn.execute(query).first()
         return None if row is None else _run_info(row)
 
+    @once_more_on_disconnect
     def latest_run(self, session_id: str) -> RunInfo | None:
         """The session's run with the highest turn (an unfinished one is still "running")."""
         query = (
@@ -278,6 +361,7 @@ class Store:
             row = conn.execute(query).first()
         return None if row is None else _run_info(row)
 
+    @once_more_on_disconnect
     def runs(self, session_id: str) -> list[RunInfo]:
         query = select(runs).where(runs.c.session_id == session_id).order_by(runs.c.turn)
         with self.engine.connect() as conn:
@@ -294,6 +378,7 @@ class Store:
             )
         self._update_run(run_id, status=status, error=error, finished_at=_now())
 
+    @once_more_on_disconnect
     def latest_state(self, session_id: str) -> RunState:
         """The state of the session's run with the highest turn; an empty state if none."""
         query = (
@@ -306,6 +391,7 @@ class Store:
             found = conn.execute(query).scalar()
         return RunState() if found is None else RunState.model_validate(found)
 
+    @once_more_on_disconnect
     def _update_run(self, run_id: int, **values: Any) -> None:
         with self.engine.begin() as conn:
             changed = conn.execute(update(runs).where(runs.c.id == run_id).values(**values))

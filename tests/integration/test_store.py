@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Engine, event, text
 
+from shared.compaction.record import RunState
 from shared.core.messages import Message
 from shared.store import Store
 from tests.unit.store.test_store_sqlite import StoreContract, run_threads, tool_batch_conversation
@@ -51,3 +53,45 @@ class TestStoreOnPostgres(StoreContract):
 
         for sid in ("a", "b"):
             assert [m.seq for m in store.messages(sid)] == list(range(1, 51))
+
+
+# -- a connection terminated mid-statement (issue 14, defect 17) ---------------------------
+
+
+class Terminator:
+    """Terminates the store's own backend right before the next statement matching ``word``."""
+
+    def __init__(self, store: Store, killer: Engine) -> None:
+        self.killer = killer
+        self.armed: str | None = None
+        self.kills = 0
+        event.listen(store.engine, "before_cursor_execute", self._before)
+
+    def arm(self, word: str) -> None:
+        self.armed = word
+
+    def _before(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if self.armed is None or self.armed not in statement:
+            return
+        self.armed = None
+        pid = conn.connection.dbapi_connection.get_backend_pid()
+        with self.killer.connect() as other:
+            other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        self.kills += 1
+
+
+@pytest.mark.parametrize("word", ["SELECT", "INSERT INTO messages", "UPDATE runs"])
+def test_a_terminated_connection_costs_one_retry_of_the_idempotent_step(
+    pg_engine: Engine, pg_url: str, word: str
+) -> None:
+    store = Store.from_url(pg_url)
+    terminator = Terminator(store, pg_engine)
+    store.ensure_session("s-term", "m")
+    run_id = store.start_run("s-term", 1, RunState())
+    terminator.arm(word)
+    stored = store.append_message("s-term", 1, Message(role="user", content="hello"))
+    store.save_run_state(run_id, RunState(compaction_count=1))
+    assert terminator.kills == 1
+    assert [m.seq for m in store.messages("s-term")] == [stored.seq] == [1]
+    assert store.latest_state("s-term").compaction_count == 1
+    store.engine.dispose()
