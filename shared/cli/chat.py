@@ -18,7 +18,7 @@ from typing import Any
 from shared.agent.loop import TurnResult
 from shared.cli.errors import EXIT_OK, error_line, failure_for
 from shared.cli.output import notice
-from shared.cli.parsing import summary
+from shared.cli.parsing import add_store_options, summary
 from shared.cli.wiring import anthropic_provider, instrumented, settings_with, telemetry
 from shared.core.errors import ConfigError, HangoError
 from shared.core.ids import validate_session_id
@@ -36,18 +36,7 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--session", help="resume this session (default: a new chat-XXXXXXXX)")
     parser.add_argument("--model", help="model id (default: HANGO_MODEL)")
-    parser.add_argument(
-        "--database-url", help="the store (default: HANGO_DATABASE_URL, else SQLite in HANGO_HOME)"
-    )
-    parser.add_argument(
-        "--history-root",
-        help="the history directory (default: HANGO_HISTORY_ROOT, else history/ in HANGO_HOME)",
-    )
-    parser.add_argument(
-        "--migrate",
-        action="store_true",
-        help="bring a PostgreSQL schema up to date first (as HANGO_AUTO_MIGRATE=1)",
-    )
+    add_store_options(parser, history=True, migrate=True)
     parser.set_defaults(run=run)
 
 

@@ -68,6 +68,26 @@ def positive_int(text: str) -> int:
     return value
 
 
+def add_store_options(
+    parser: argparse.ArgumentParser, *, history: bool = False, migrate: bool = False
+) -> None:
+    """Where the command finds its state: the same flags, defaults and help everywhere."""
+    parser.add_argument(
+        "--database-url", help="the store (default: HANGO_DATABASE_URL, else SQLite in HANGO_HOME)"
+    )
+    if history:
+        parser.add_argument(
+            "--history-root",
+            help="the history directory (default: HANGO_HISTORY_ROOT, else history/ in HANGO_HOME)",
+        )
+    if migrate:
+        parser.add_argument(
+            "--migrate",
+            action="store_true",
+            help="bring a PostgreSQL schema up to date first (as HANGO_AUTO_MIGRATE=1)",
+        )
+
+
 def add_stub(commands: Any, name: str) -> None:
     """A placeholder sub-parser: listed in ``hango --help`` without importing its module."""
     commands.add_parser(name, help=summary(name), add_help=False)

@@ -28,7 +28,7 @@ from shared.cli.output import (
     stdout_console,
     usage_json,
 )
-from shared.cli.parsing import summary
+from shared.cli.parsing import add_store_options, summary
 from shared.cli.wiring import (
     anthropic_provider,
     history_file,
@@ -52,12 +52,12 @@ def add_parsers(commands: Any) -> None:
     sessions = commands.add_parser("sessions", help=summary("sessions"))
     actions = sessions.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="every session with its counters")
-    _store_flags(listing)
+    add_store_options(listing)
     _json_flag(listing)
     listing.set_defaults(run=run_list)
     show = actions.add_parser("show", help="a session's counters and compaction records")
     show.add_argument("session", help="the session id (`hango sessions list` shows them)")
-    _store_flags(show, history=True)
+    add_store_options(show, history=True)
     _json_flag(show)
     show.set_defaults(run=run_show)
 
@@ -68,29 +68,18 @@ def add_parsers(commands: Any) -> None:
     )
     resume.add_argument("session", help="the session id (`hango sessions list` shows them)")
     resume.add_argument("--model", help="model id (default HANGO_MODEL)")
-    _store_flags(resume, history=True)
+    add_store_options(resume, history=True)
     _json_flag(resume)
     resume.set_defaults(run=run_resume)
 
     history = commands.add_parser("history", help=summary("history"))
     history.add_argument("session", help="the session id (`hango sessions list` shows them)")
-    _store_flags(history, history=True)
+    add_store_options(history, history=True)
     history.set_defaults(run=run_history)
 
     migrate = commands.add_parser("migrate", help=summary("migrate"))
-    _store_flags(migrate)
+    add_store_options(migrate)
     migrate.set_defaults(run=run_migrate)
-
-
-def _store_flags(parser: argparse.ArgumentParser, *, history: bool = False) -> None:
-    parser.add_argument(
-        "--database-url", help="the store (default: HANGO_DATABASE_URL, else SQLite in HANGO_HOME)"
-    )
-    if history:
-        parser.add_argument(
-            "--history-root",
-            help="the history directory (default: HANGO_HISTORY_ROOT, else history/ in HANGO_HOME)",
-        )
 
 
 def _json_flag(parser: argparse.ArgumentParser) -> None:

@@ -32,7 +32,7 @@ from shared.cli.output import (
     summary_sources,
     summary_sources_line,
 )
-from shared.cli.parsing import positive_int, summary
+from shared.cli.parsing import add_store_options, positive_int, summary
 from shared.cli.progress import LiveProgress, RunStats
 from shared.cli.wiring import (
     anthropic_provider,
@@ -81,18 +81,7 @@ def add_parser(commands: Any) -> None:
         default="scripted",
         help="who answers: the offline scripted model, or the Anthropic API",
     )
-    parser.add_argument(
-        "--database-url", help="the store (default: HANGO_DATABASE_URL, else SQLite in HANGO_HOME)"
-    )
-    parser.add_argument(
-        "--history-root",
-        help="the history directory (default: HANGO_HISTORY_ROOT, else history/ in HANGO_HOME)",
-    )
-    parser.add_argument(
-        "--migrate",
-        action="store_true",
-        help="bring a PostgreSQL schema up to date first (as HANGO_AUTO_MIGRATE=1)",
-    )
+    add_store_options(parser, history=True, migrate=True)
     parser.add_argument(
         "--queue",
         action="store_true",
