@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from shared.core.identity import changed_positions
 from shared.core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from shared.tokens.base import Estimator
 
@@ -159,20 +160,160 @@ def truncate_tool_args(
     shortened = list(messages)
     count = 0
     for index in range(min(protect_from, len(messages))):
-        known = memo.get(messages[index]) if memo is not None else None
-        if known is None:
-            known = _truncate_message(
-                messages[index], max_tokens, estimator, offloaded, preview_chars
-            )
-            if memo is not None:
-                memo.put(messages[index], known)
-        message, blocks_cut = known
+        message, blocks_cut = _truncated_once(
+            messages[index], max_tokens, estimator, offloaded, preview_chars, memo
+        )
         if blocks_cut:
             shortened[index] = message
             count += blocks_cut
     if count == 0:
         return TruncationResult(messages, 0)
     return TruncationResult(tuple(shortened), count)
+
+
+def _truncated_once(
+    message: Message,
+    max_tokens: int,
+    estimator: Estimator,
+    offloaded: Mapping[str, str],
+    preview_chars: int,
+    memo: TruncationMemo | None,
+) -> tuple[Message, int]:
+    """How ``message`` truncates (the memo's answer when it has seen the object)."""
+    known = memo.get(message) if memo is not None else None
+    if known is None:
+        known = _truncate_message(message, max_tokens, estimator, offloaded, preview_chars)
+        if memo is not None:
+            memo.put(message, known)
+    return known
+
+
+class TruncationLedger:
+    """``truncate_tool_args`` over one session's successive outgoing copies, paying for change.
+
+    Call after call the outgoing messages are the previous call's objects plus what was
+    appended; what truncation makes of each position (the truncated form, the blocks it
+    cut, the tokens it saves) is kept and redone only at positions whose message changed
+    (:func:`~shared.core.identity.changed_positions`). Positions are worked out lazily, up
+    to the furthest one asked about, so a message in the keep window is never truncated
+    before it leaves it. Sums over a range come from running totals (a Fenwick tree), so
+    asking how much a range would clear costs O(log n), not O(range).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int,
+        estimator: Estimator,
+        memo: TruncationMemo | None = None,
+        preview_chars: int = DEFAULT_PREVIEW_CHARS,
+    ) -> None:
+        self.max_tokens = max_tokens
+        self.estimator = estimator
+        self.memo = memo if memo is not None else TruncationMemo()
+        self.preview_chars = preview_chars
+        self._messages: tuple[Message, ...] = ()
+        self._forms: list[Message] = []
+        self._blocks = RunningSums()
+        self._saved = RunningSums()
+
+    def update(self, messages: tuple[Message, ...]) -> None:
+        """Follow the new outgoing copy: positions whose message changed are redone."""
+        known = min(len(self._forms), len(messages))
+        del self._forms[known:]
+        self._blocks.truncate(known)
+        self._saved.truncate(known)
+        for index in changed_positions(self._messages[:known], messages[:known]):
+            form, blocks, saved = self._work_out(messages[index])
+            self._forms[index] = form
+            self._blocks.set(index, blocks)
+            self._saved.set(index, saved)
+        self._messages = messages
+
+    def blocks_cut(self, start: int, end: int) -> int:
+        """Blocks truncation shortens in ``messages[start:end]``."""
+        self._reach(end)
+        return self._blocks.range(start, end)
+
+    def tokens_saved(self, start: int, end: int) -> int:
+        """Estimated tokens truncating ``messages[start:end]`` clears."""
+        self._reach(end)
+        return self._saved.range(start, end)
+
+    def truncated(self, protect_from: int) -> TruncationResult:
+        """What ``truncate_tool_args(messages, protect_from=...)`` returns, from the ledger."""
+        if protect_from < 0:
+            raise ValueError(f"protect_from must be >= 0, got {protect_from}")
+        end = min(protect_from, len(self._messages))
+        count = self.blocks_cut(0, end)
+        if count == 0:
+            return TruncationResult(self._messages, 0)
+        return TruncationResult((*self._forms[:end], *self._messages[end:]), count)
+
+    def _reach(self, end: int) -> None:
+        for index in range(len(self._forms), min(end, len(self._messages))):
+            form, blocks, saved = self._work_out(self._messages[index])
+            self._forms.append(form)
+            self._blocks.append(blocks)
+            self._saved.append(saved)
+
+    def _work_out(self, message: Message) -> tuple[Message, int, int]:
+        form, blocks = _truncated_once(
+            message, self.max_tokens, self.estimator, _NO_PATHS, self.preview_chars, self.memo
+        )
+        if not blocks:
+            return message, 0, 0
+        estimate = self.estimator.estimate_message
+        return form, blocks, estimate(message) - estimate(form)
+
+
+class RunningSums:
+    """Integers by position with O(log n) point updates and range sums (a Fenwick tree).
+
+    Grows and shrinks at its end only, which is how an outgoing copy changes.
+    """
+
+    def __init__(self) -> None:
+        self._values: list[int] = []
+        self._tree: list[int] = [0]  # 1-based: _tree[i] sums values (i - lowbit(i), i]
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def append(self, value: int) -> None:
+        self._values.append(value)
+        i = len(self._values)
+        low = i & -i
+        # The node covers (i - low, i]: the new value plus what precedes it in that span.
+        self._tree.append(value + self.prefix(i - 1) - self.prefix(i - low))
+
+    def truncate(self, length: int) -> None:
+        """Keep the first ``length`` values (a node depends only on values before it)."""
+        del self._values[length:]
+        del self._tree[length + 1 :]
+
+    def set(self, index: int, value: int) -> None:
+        delta = value - self._values[index]
+        if not delta:
+            return
+        self._values[index] = value
+        i = index + 1
+        while i < len(self._tree):
+            self._tree[i] += delta
+            i += i & -i
+
+    def prefix(self, end: int) -> int:
+        """The sum of the first ``end`` values."""
+        total = 0
+        i = min(end, len(self._values))
+        while i > 0:
+            total += self._tree[i]
+            i -= i & -i
+        return total
+
+    def range(self, start: int, end: int) -> int:
+        """The sum of ``values[start:end]``."""
+        return self.prefix(end) - self.prefix(start) if end > start else 0
 
 
 def _truncate_message(

@@ -25,12 +25,16 @@ a tenth of the price) does not happen at all.
 
 from __future__ import annotations
 
-from shared.compaction.tool_args import TruncationMemo, truncate_tool_args
-from shared.core.messages import Message, Response
+import bisect
+
+from shared.compaction.tool_args import TruncationLedger, TruncationMemo
+from shared.core.identity import RecentlyUsed
+from shared.core.messages import Response
 from shared.core.profiles import ModelProfile
 from shared.middleware.base import Handler, ModelCall, PassThrough
 from shared.middleware.observer import LoopObserver, NullObserver
 from shared.tokens.base import Estimator
+from shared.tokens.measure import RequestEstimate
 
 DEFAULT_CLEAR_AT_LEAST = 10_000
 """Tokens a truncation step must clear (``HANGO_TOOL_ARG_CLEAR_AT_LEAST``)."""
@@ -39,7 +43,23 @@ STEP_ABOVE_TRIGGER_FRAC = 0.5
 """Below this share of the compaction trigger, truncation never takes a step."""
 
 
+class _Session:
+    """What the middleware keeps of one session: its truncation ledger and request estimate."""
+
+    def __init__(self, ledger: TruncationLedger, estimator: Estimator) -> None:
+        self.ledger = ledger
+        self.estimate = RequestEstimate(estimator)
+
+
 class ToolArgTruncationMiddleware(PassThrough):
+    """Sticky, batched truncation of old tool blocks, paying per call only for what changed.
+
+    Per session it keeps a :class:`TruncationLedger` (what truncation makes of each
+    outgoing position, with running sums of the blocks cut and tokens saved) and a
+    running :class:`RequestEstimate`, so deciding on a step and building the truncated
+    copy cost O(appended) plus O(log n), not a pass over the history.
+    """
+
     def __init__(
         self,
         *,
@@ -55,18 +75,15 @@ class ToolArgTruncationMiddleware(PassThrough):
         self.clear_at_least = clear_at_least
         self.observer = observer or NullObserver()
         self.memo = TruncationMemo()
+        self._sessions: RecentlyUsed[_Session] = RecentlyUsed()
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:
+        session = self._sessions.get(call.session_id, self._new_session)
+        session.ledger.update(call.request.messages)
         previous = call.state.state.truncated_before_seq
-        before_seq = self._step(call)
+        before_seq = self._step(call, session)
         cut = _index_of_seq(call, before_seq)
-        result = truncate_tool_args(
-            call.request.messages,
-            protect_from=cut,
-            max_tokens=self.max_tokens,
-            estimator=self.estimator,
-            memo=self.memo,
-        )
+        result = session.ledger.truncated(cut)
         if result.truncated == 0:
             return call_next(call)
         self.observer.tool_args_truncated(call.session_id, call.turn, result.truncated)
@@ -74,7 +91,13 @@ class ToolArgTruncationMiddleware(PassThrough):
         changed = _index_of_seq(call, previous) if before_seq > previous else call.changed_from
         return call_next(call.evolve(request=request, changed_from=changed))
 
-    def _step(self, call: ModelCall) -> int:
+    def _new_session(self) -> _Session:
+        ledger = TruncationLedger(
+            max_tokens=self.max_tokens, estimator=self.estimator, memo=self.memo
+        )
+        return _Session(ledger, self.estimator)
+
+    def _step(self, call: ModelCall, session: _Session) -> int:
         """The sequence number truncation covers up to, moved forward if this call earns it."""
         current = call.state.state.truncated_before_seq
         messages = call.request.messages
@@ -84,43 +107,48 @@ class ToolArgTruncationMiddleware(PassThrough):
         if target is None or target <= current:
             return current
         start = _index_of_seq(call, current)
-        if not self._worth_it(call, messages, start, max(first_real, protect_from)):
+        if not self._worth_it(call, session, start, max(first_real, protect_from)):
             return current
         call.state.truncate_before(target)
         return target
 
-    def _worth_it(
-        self, call: ModelCall, messages: tuple[Message, ...], start: int, end: int
-    ) -> bool:
+    def _worth_it(self, call: ModelCall, session: _Session, start: int, end: int) -> bool:
         """Whether covering ``messages[start:end]`` clears enough, and the request is large.
 
         Over the trigger a step that clears too little is not taken either: the session
         has run out of cheap room, and one compaction (one cache write) beats a small
         step (a cache write too) on every call from now on.
         """
-        pending = messages[start:end]
-        cut = truncate_tool_args(
-            pending,
-            protect_from=len(pending),
-            max_tokens=self.max_tokens,
-            estimator=self.estimator,
-            memo=self.memo,
-        )
-        if not cut.changed:
+        if not session.ledger.blocks_cut(start, end):
             return False
-        estimate = self.estimator.estimate_message
-        saved = sum(estimate(a) - estimate(b) for a, b in zip(pending, cut.messages, strict=True))
+        saved = session.ledger.tokens_saved(start, end)
         trigger = self.profile.trigger_tokens
         if saved < min(self.clear_at_least, trigger // 10):
             return False
-        return self.estimator.estimate_request(call.request) > trigger * STEP_ABOVE_TRIGGER_FRAC
+        return session.estimate(call.request) > trigger * STEP_ABOVE_TRIGGER_FRAC
 
 
 def _seq_from(call: ModelCall, index: int) -> int | None:
     """The sequence number of the first stored message at or after ``index``."""
-    return next((seq for seq in call.seqs[index:] if seq is not None), None)
+    seqs = call.seqs
+    for position in range(max(index, 0), len(seqs)):
+        seq = seqs[position]
+        if seq is not None:
+            return seq  # only the summary message (first) has none: at most one step
+    return None
 
 
 def _index_of_seq(call: ModelCall, seq: int) -> int:
-    """The index of the first outgoing message at or after sequence number ``seq``."""
-    return next((n for n, s in enumerate(call.seqs) if s is not None and s >= seq), len(call.seqs))
+    """The index of the first outgoing message at or after sequence number ``seq``.
+
+    Stored messages go out in sequence order and only the summary message (first) has no
+    sequence number, so the rest is sorted: a binary search.
+    """
+    first = 1 if call.summary_message_present else 0
+    return bisect.bisect_left(call.seqs, seq, lo=first, key=_seq_key)
+
+
+def _seq_key(seq: int | None) -> int:
+    if seq is None:
+        raise ValueError("only the first outgoing message may lack a sequence number")
+    return seq
