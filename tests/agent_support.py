@@ -14,6 +14,7 @@ from shared.middleware.observer import LoopObserver
 from shared.providers.base import Capabilities
 from shared.providers.scripted import Reply, ScriptedProvider, text_reply, tool_reply
 from shared.store import Store
+from shared.tokens import Estimator
 from shared.tools.builtin import Tool
 from shared.wiring.agent import Agent, build_agent
 
@@ -53,6 +54,7 @@ def build(
     late: Sequence[Middleware] = (),
     extra_tools: Sequence[Tool] = (),
     system_prompt: Sequence[TextBlock] = (),
+    estimator: Estimator | None = None,
     **overrides: Any,
 ) -> tuple[Agent, ScriptedProvider]:
     provider = ScriptedProvider(replies or [], capabilities=Capabilities(prompt_caching=caching))
@@ -69,6 +71,7 @@ def build(
         extra_tools=extra_tools,
         system_prompt=system_prompt,
         late=late,
+        estimator=estimator,
     )
     return agent, provider
 

@@ -24,6 +24,7 @@ from shared.compaction.head import head_message
 from shared.compaction.record import CompactionReason, CompactionRecord
 from shared.compaction.repair import SendableCopy
 from shared.compaction.validate import RequestChecker
+from shared.core.collection import collection_paused
 from shared.core.errors import ContextOverflowError, InvalidInputError, InvalidRequestError
 from shared.core.identity import IdentityCache
 from shared.core.messages import (
@@ -46,9 +47,9 @@ from shared.middleware.filesystem import FilesystemMiddleware
 from shared.middleware.observer import LoopObserver, NullObserver
 from shared.middleware.summarization import SummarizationMiddleware
 from shared.providers.base import Provider
-from shared.store import Store
+from shared.store import MessageEstimate, Store
 from shared.store.leases import LeasePolicy, SessionLeases, TurnLease
-from shared.tokens.base import Estimator
+from shared.tokens.base import Estimator, KeepsEstimates
 from shared.tools.builtin import NOTHING_TO_COMPACT, ToolRegistry, calling_session
 
 log = logging.getLogger(__name__)
@@ -116,9 +117,13 @@ class AgentLoop:
         input_limit: InputLimit | None = None,
         lease_policy: LeasePolicy | None = None,
         price: Price = FALLBACK_PRICE,
+        estimator: Estimator | None = None,
     ) -> None:
         self.store = store
         self.price = price  # what the session counters charge for real usage
+        # The estimator whose per-message figures are stored with each message and seeded
+        # back on a restart (None, or one that cannot keep estimates: nothing is stored).
+        self.estimates = estimator if isinstance(estimator, KeepsEstimates) else None
         self.provider = provider
         # One turn at a time per session, across processes and hosts (None: not enforced,
         # for callers that serialize turns themselves).
@@ -318,7 +323,13 @@ class AgentLoop:
         )
 
     def append(self, ctx: TurnContext, message: Message) -> StoredMessage:
-        stored = self.store.append_message(ctx.session_id, ctx.turn, message, ctx.lease)
+        estimate = None
+        if self.estimates is not None:
+            tokens = self.estimates.estimate_message(message)
+            estimate = MessageEstimate(self.estimates.signature, tokens)
+        stored = self.store.append_message(
+            ctx.session_id, ctx.turn, message, ctx.lease, estimate=estimate
+        )
         cached = self._transcripts.setdefault(ctx.session_id, [])
         if cached and cached[-1].seq == stored.seq - 1:
             cached.append(stored)  # in step with the store: keep the very same object
@@ -388,13 +399,15 @@ class AgentLoop:
     ) -> ModelCall:
         """The request as the record says: ``[head] + stored messages from kept_from_seq``."""
         record = ctx.holder.state.latest
-        transcript = self._transcript(ctx.session_id)
-        first = 0
-        if record is not None:
-            first = bisect.bisect_left(transcript, record.kept_from_seq, key=lambda m: m.seq)
-        stored = tuple(transcript[first:])
         copy = self._copies.setdefault(ctx.session_id, SendableCopy())
-        messages, kept_seqs = copy.update(stored)
+        # The first call of a process reads and repairs the whole session: a bulk build.
+        with collection_paused():
+            transcript = self._transcript(ctx.session_id)
+            first = 0
+            if record is not None:
+                first = bisect.bisect_left(transcript, record.kept_from_seq, key=lambda m: m.seq)
+            stored = tuple(transcript[first:])
+            messages, kept_seqs = copy.update(stored)
         seqs: tuple[int | None, ...] = kept_seqs
         if record is not None:
             messages = (self._heads.get(record, head_message), *messages)
@@ -427,7 +440,8 @@ class AgentLoop:
     def _send(self, ctx: TurnContext, call: ModelCall) -> Response:
         """The end of the chain: the last guard, then the provider."""
         checker = self._checkers.setdefault(ctx.session_id, RequestChecker())
-        violations = checker.validate(call.request)
+        with collection_paused():  # the first check of a process covers every message
+            violations = checker.validate(call.request)
         if violations:
             # The pipeline validates what it builds, so this means the stored transcript
             # itself is broken; sending it would only earn a permanent 400.
@@ -452,8 +466,28 @@ class AgentLoop:
         """
         cached = self._transcripts.setdefault(session_id, [])
         after = cached[-1].seq + 1 if cached else None
-        cached.extend(self.store.messages(session_id, from_seq=after))
+        loaded = self.store.messages(session_id, from_seq=after)
+        if loaded and self.estimates is not None:
+            self._seed_estimates(session_id, loaded, self.estimates)
+        cached.extend(loaded)
         return cached
+
+    def _seed_estimates(
+        self, session_id: str, loaded: list[StoredMessage], estimator: KeepsEstimates
+    ) -> None:
+        """Give the estimator the figures stored with messages read back from the store.
+
+        A restarted process reads the whole session once; with the stored figures its
+        budget is rebuilt without tokenizing the history again. Only the figures of this
+        very estimator (same signature) are used; the rest are estimated when needed.
+        """
+        figures = self.store.message_estimates(
+            session_id, estimator.signature, from_seq=loaded[0].seq
+        )
+        for item in loaded:
+            tokens = figures.get(item.seq)
+            if tokens is not None:
+                estimator.seed(item.message, tokens)
 
 
 def _refuse_too_deep(response: Response) -> None:

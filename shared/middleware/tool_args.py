@@ -119,13 +119,15 @@ class ToolArgTruncationMiddleware(PassThrough):
         has run out of cheap room, and one compaction (one cache write) beats a small
         step (a cache write too) on every call from now on.
         """
+        # The cheapest condition first: the running request estimate answers in O(change),
+        # while the first look at a range (a restarted process) truncates every message in
+        # it. The three conditions are independent, so the order does not change the answer.
+        trigger = self.profile.trigger_tokens
+        if session.estimate(call.request) <= trigger * STEP_ABOVE_TRIGGER_FRAC:
+            return False
         if not session.ledger.blocks_cut(start, end):
             return False
-        saved = session.ledger.tokens_saved(start, end)
-        trigger = self.profile.trigger_tokens
-        if saved < min(self.clear_at_least, trigger // 10):
-            return False
-        return session.estimate(call.request) > trigger * STEP_ABOVE_TRIGGER_FRAC
+        return session.ledger.tokens_saved(start, end) >= min(self.clear_at_least, trigger // 10)
 
 
 def _seq_from(call: ModelCall, index: int) -> int | None:

@@ -42,6 +42,14 @@ _APPEND_ATTEMPTS = 50
 
 
 @dataclass(frozen=True)
+class MessageEstimate:
+    """A message's token estimate, stored with it: the figure and the estimator's signature."""
+
+    estimator: str
+    tokens: int
+
+
+@dataclass(frozen=True)
 class SessionInfo:
     id: str
     model: str
@@ -211,17 +219,25 @@ class Store:
     # -- messages (append-only) -------------------------------------------------------
 
     def append_message(
-        self, session_id: str, turn: int, message: Message, lease: TurnLease | None = None
+        self,
+        session_id: str,
+        turn: int,
+        message: Message,
+        lease: TurnLease | None = None,
+        estimate: MessageEstimate | None = None,
     ) -> StoredMessage:
         """Store ``message`` as the session's next ``seq`` (1, 2, ...) and return it.
 
         With ``lease``, the append happens only if that holding of the session is still
         the current one (fencing), checked in the same transaction:
-        :class:`TurnLeaseLostError` otherwise.
+        :class:`TurnLeaseLostError` otherwise. ``estimate`` is stored beside the message
+        (see :meth:`message_estimates`).
         """
         for attempt in range(_APPEND_ATTEMPTS):
             try:
-                return self._append_surviving_a_disconnect(session_id, turn, message, lease)
+                return self._append_surviving_a_disconnect(
+                    session_id, turn, message, lease, estimate
+                )
             except IntegrityError:
                 if self.session(session_id) is None:
                     raise UnknownSessionError(session_id, database=self.where) from None
@@ -232,7 +248,12 @@ class Store:
         )
 
     def _append_surviving_a_disconnect(
-        self, session_id: str, turn: int, message: Message, lease: TurnLease | None
+        self,
+        session_id: str,
+        turn: int,
+        message: Message,
+        lease: TurnLease | None,
+        estimate: MessageEstimate | None,
     ) -> StoredMessage:
         """``_append_once``, run once more if its connection died, unless it committed.
 
@@ -241,7 +262,7 @@ class Store:
         messages of one turn in a row are otherwise impossible (roles alternate).
         """
         try:
-            return self._append_once(session_id, turn, message, lease)
+            return self._append_once(session_id, turn, message, lease, estimate)
         except DBAPIError as error:
             if not _disconnected(error):
                 raise
@@ -251,10 +272,15 @@ class Store:
             last = self._last_message(session_id)
             if last is not None and last.turn == turn and last.message == message:
                 return last
-            return self._append_once(session_id, turn, message, lease)
+            return self._append_once(session_id, turn, message, lease, estimate)
 
     def _append_once(
-        self, session_id: str, turn: int, message: Message, lease: TurnLease | None
+        self,
+        session_id: str,
+        turn: int,
+        message: Message,
+        lease: TurnLease | None,
+        estimate: MessageEstimate | None,
     ) -> StoredMessage:
         with self.engine.begin() as conn:
             _lock_session(conn, session_id)
@@ -272,6 +298,8 @@ class Store:
                     role=message.role,
                     content=message.to_api(),
                     created_at=_now(),
+                    estimated_tokens=estimate.tokens if estimate else None,
+                    estimator=estimate.estimator if estimate else None,
                 )
             )
         return StoredMessage(seq=seq, turn=turn, message=message)
@@ -310,6 +338,25 @@ class Store:
         return StoredMessage(
             seq=row.seq, turn=row.turn, message=Message.model_validate(row.content)
         )
+
+    @once_more_on_disconnect
+    def message_estimates(
+        self, session_id: str, estimator: str, from_seq: int | None = None
+    ) -> dict[int, int]:
+        """The stored estimates by ``seq`` of the messages estimated by ``estimator``.
+
+        Only figures with exactly this signature: another estimator's (or an older
+        version's) would be wrong for the caller, and rows without one are left out.
+        """
+        query = select(messages.c.seq, messages.c.estimated_tokens).where(
+            messages.c.session_id == session_id,
+            messages.c.estimator == estimator,
+            messages.c.estimated_tokens.is_not(None),
+        )
+        if from_seq is not None:
+            query = query.where(messages.c.seq >= from_seq)
+        with self.engine.connect() as conn:
+            return {int(seq): int(tokens) for seq, tokens in conn.execute(query)}
 
     @once_more_on_disconnect
     def last_turn(self, session_id: str) -> int:

@@ -67,6 +67,10 @@ messages = Table(
     Column("role", Text, nullable=False),
     Column("content", JSON, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # The estimator's figure for the message when it was appended, and that estimator's
+    # signature: a cache for a restarted process (revision 0004), never the truth.
+    Column("estimated_tokens", Integer, nullable=True),
+    Column("estimator", Text, nullable=True),
     PrimaryKeyConstraint("session_id", "seq"),
 )
 

@@ -1,6 +1,6 @@
 """Token budget over the whole request: estimators and the input-token figure."""
 
-from shared.tokens.base import Estimator
+from shared.tokens.base import Estimator, KeepsEstimates
 from shared.tokens.framing import FramedEstimator, TextCounter
 from shared.tokens.heuristic import HeuristicEstimator
 from shared.tokens.measure import Measurement, can_count_tokens, measure_input_tokens
@@ -17,6 +17,7 @@ __all__ = [
     "EstimatorKind",
     "FramedEstimator",
     "HeuristicEstimator",
+    "KeepsEstimates",
     "Measurement",
     "TextCounter",
     "TiktokenEstimator",

@@ -34,3 +34,21 @@ class TokenCounter(Protocol):
     """Counts the input tokens of a whole request, exactly as the provider will."""
 
     def count_tokens(self, request: Request, *, timeout: float) -> int: ...
+
+
+@runtime_checkable
+class KeepsEstimates(Protocol):
+    """An estimator whose per-message figures can be stored and handed back later.
+
+    ``signature`` names the estimator and the version of its rules (text counter,
+    calibration, framing): a stored figure is used only by an estimator with the same
+    signature, so a changed estimator simply estimates again. ``seed`` makes
+    ``estimate_message`` answer ``tokens`` for that message object without counting it,
+    which is how a restarted process rebuilds a long session's budget cheaply.
+    """
+
+    signature: str
+
+    def estimate_message(self, message: Message) -> int: ...
+
+    def seed(self, message: Message, tokens: int) -> None: ...

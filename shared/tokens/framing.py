@@ -59,13 +59,19 @@ IMAGE_TOKENS = 1_600
 # System strings (``system="..."``) are not objects the identity cache can hold, so they
 # are memoized by value; a session has very few distinct ones.
 _SYSTEM_STRINGS_CACHED = 16
+# The version of the rules above: bump it when a constant or the per-message arithmetic
+# changes, so figures stored with messages by the previous rules are not reused.
+FRAMING_VERSION = 1
 
 
 class FramedEstimator:
     """An :class:`~shared.tokens.base.Estimator` made of a text counter plus API framing."""
 
-    def __init__(self, name: str, count_text: TextCounter) -> None:
+    def __init__(self, name: str, count_text: TextCounter, calibration: str = "") -> None:
         self.name = name
+        # What a stored per-message figure must match to be reused (see KeepsEstimates).
+        parts = (name, calibration, f"framing-{FRAMING_VERSION}")
+        self.signature = "/".join(part for part in parts if part)
         self._count_text = count_text
         self._messages: IdentityCache[Message, int] = IdentityCache()
         self._system_blocks: IdentityCache[TextBlock, int] = IdentityCache()
@@ -79,6 +85,12 @@ class FramedEstimator:
 
     def estimate_message(self, message: Message) -> int:
         return self._messages.get(message, self._message_tokens)
+
+    def seed(self, message: Message, tokens: int) -> None:
+        """Take ``tokens`` as the estimate of this message object (a figure stored with it)."""
+        if tokens < 0:
+            raise ValueError(f"a message estimate must be >= 0 tokens, got {tokens}")
+        self._messages.put(message, tokens)
 
     def estimate_request(self, request: Request) -> int:
         return (

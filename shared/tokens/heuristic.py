@@ -39,4 +39,4 @@ class HeuristicEstimator(FramedEstimator):
     """Calibrated bytes-per-token estimate plus the shared request framing."""
 
     def __init__(self) -> None:
-        super().__init__("heuristic", heuristic_text_tokens)
+        super().__init__("heuristic", heuristic_text_tokens, f"{BYTES_PER_TOKEN}bpt")

@@ -76,7 +76,8 @@ class TiktokenEstimator(FramedEstimator):
     """cl100k counts x 1.11 plus the shared request framing."""
 
     def __init__(self, encoding: TokenEncoding) -> None:
-        super().__init__("tiktoken", _memoized_cl100k_counter(encoding))
+        calibration = f"{ENCODING_NAME}*{CLAUDE_TOKENS_PER_CL100K}"
+        super().__init__("tiktoken", _memoized_cl100k_counter(encoding), calibration)
 
 
 # Tokenizing is ~100x slower than hashing a string, and messages rebuilt from storage (or

@@ -33,7 +33,7 @@ from shared.summarizers.offload import InlineOffloader
 from shared.telemetry.names import PURPOSE_CHAT, PURPOSE_SUMMARIZE, Telemetry
 from shared.telemetry.observer import TelemetryObserver
 from shared.telemetry.provider import InstrumentedProvider, instrument_provider
-from shared.tokens import make_estimator
+from shared.tokens import Estimator, make_estimator
 from shared.tools.builtin import Tool, ToolRegistry
 from shared.wiring.history import history_from_settings
 
@@ -65,6 +65,7 @@ def build_agent(
     system_prompt: Sequence[TextBlock] = (),
     late: Sequence[Middleware] = (),
     telemetry: Telemetry | None = None,
+    estimator: Estimator | None = None,
 ) -> Agent:
     """The agent for ``settings``; every port can be replaced by an argument.
 
@@ -82,7 +83,7 @@ def build_agent(
     if summarizer_provider is not None:
         summarizer_provider = _instrumented(summarizer_provider, telemetry, PURPOSE_SUMMARIZE)
     profile = Profiles.from_settings(settings).resolve(settings.model)
-    estimator = make_estimator(settings.estimator)
+    estimator = estimator or make_estimator(settings.estimator)
     observer = Observers(_with_compaction_log(observers))
     inline_offloader = offloader or InlineOffloader(history)
     inline_summarizer = summarizer or LLMSummarizer(
@@ -137,6 +138,7 @@ def build_agent(
         ),
         input_limit=InputLimit(tokens=profile.max_input_tokens // 2, estimator=estimator),
         price=profile.price,
+        estimator=estimator,
     )
     return Agent(settings, store, history, loop, provider, profile, summarizer, offloader)
 

@@ -28,7 +28,7 @@ from shared.core.errors import ConfigError, InvalidSessionIdError, UnknownSessio
 from shared.core.messages import Message, Usage
 from shared.core.price import Price
 from shared.cost.meter import UsageTotals
-from shared.store import RunInfo, Store
+from shared.store import MessageEstimate, RunInfo, Store
 from shared.store.repository import engine_from_url
 from shared.store.tables import messages, metadata
 
@@ -399,7 +399,7 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-HEAD_REVISION = "0005_session_cache_usage"
+HEAD_REVISION = "0004_message_estimates"
 CORE_COLUMNS = ("id", "model", "created_at")
 COUNTER_COLUMNS = ("last_input_tokens", "compactions")  # 0003
 USAGE_COLUMNS = (  # 0005
@@ -430,6 +430,8 @@ class MigrationsContract:
         try:
             store.migrate()
             seed(store)
+            store.engine.dispose()
+            run_alembic(empty_url, "downgrade", "0005_session_cache_usage")  # under the estimates
             kept_tables = ("messages", "runs", "history_files", "history_sections")
             before = {name: table_rows(store.engine, name, "1") for name in kept_tables}
             before_columns = {name: columns(store.engine, name) for name in kept_tables}
@@ -452,7 +454,7 @@ class MigrationsContract:
             assert [row[0] for row in table_rows(store.engine, "sessions", "id")] == ["s1"]
             store.engine.dispose()
 
-            run_alembic(empty_url, "upgrade", "head")
+            run_alembic(empty_url, "upgrade", "0005_session_cache_usage")
 
             assert columns(store.engine, "sessions")[3:] == [*COUNTER_COLUMNS, *USAGE_COLUMNS]
             info = store.session("s1")
@@ -469,6 +471,8 @@ class MigrationsContract:
         try:
             store.migrate()
             seed(store)
+            store.engine.dispose()
+            run_alembic(empty_url, "downgrade", "0005_session_cache_usage")  # under the estimates
             kept = ("messages", "runs", "history_files", "history_sections", "session_leases")
             before = {name: table_rows(store.engine, name, "1") for name in kept}
             store.engine.dispose()
@@ -481,7 +485,7 @@ class MigrationsContract:
             assert {name: table_rows(store.engine, name, "1") for name in kept} == before
             store.engine.dispose()
 
-            run_alembic(empty_url, "upgrade", "head")
+            run_alembic(empty_url, "upgrade", "0005_session_cache_usage")
 
             info = store.session("s1")
             assert info is not None and info.usage == UsageTotals()
@@ -506,11 +510,40 @@ class MigrationsContract:
             assert {name: table_rows(store.engine, name, "1") for name in kept} == before
             store.engine.dispose()
 
-            run_alembic(empty_url, "upgrade", "head")
+            run_alembic(empty_url, "upgrade", "0006_turn_leases")
 
             assert columns(store.engine, "session_leases") == [
                 "session_id", "holder", "fence", "expires_at"
             ]  # fmt: skip
+        finally:
+            store.engine.dispose()
+
+    def test_downgrade_one_drops_exactly_the_message_estimates(self, empty_url: str) -> None:
+        store = Store.from_url(empty_url)
+        try:
+            store.migrate()
+            seed(store)
+            later = Message(role="user", content="later")
+            store.append_message("s1", 2, later, estimate=MessageEstimate("e/1", 7))
+            assert store.message_estimates("s1", "e/1") == {4: 7}
+            kept = ("sessions", "runs", "history_files", "history_sections")
+            before = {name: table_rows(store.engine, name, "1") for name in kept}
+            messages_before = [row[:-2] for row in table_rows(store.engine, "messages", "seq")]
+            store.engine.dispose()
+
+            run_alembic(empty_url, "downgrade", "-1")
+
+            assert current_revision(store.engine) == "0005_session_cache_usage"
+            assert "estimated_tokens" not in columns(store.engine, "messages")
+            assert table_rows(store.engine, "messages", "seq") == messages_before
+            assert {name: table_rows(store.engine, name, "1") for name in kept} == before
+            store.engine.dispose()
+
+            run_alembic(empty_url, "upgrade", "head")
+
+            assert columns(store.engine, "messages")[-2:] == ["estimated_tokens", "estimator"]
+            assert store.message_estimates("s1", "e/1") == {}  # a cache: gone, not wrong
+            assert [m.seq for m in store.messages("s1")] == [1, 2, 3, 4]
         finally:
             store.engine.dispose()
 

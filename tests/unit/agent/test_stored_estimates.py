@@ -1,0 +1,101 @@
+"""A restarted process rebuilds a session's budget from the estimates stored with it.
+
+Each message's estimate is stored when it is appended, under the estimator's signature.
+A new loop over the stored session (a restart) seeds its estimator with them: its text
+counter never sees a stored message's text, and the figure it measures equals the one a
+fresh estimator computes from scratch. An estimator with another signature ignores the
+stored figures and counts for itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from shared.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
+from shared.providers.scripted import text_reply, tool_reply
+from shared.store import Store
+from shared.tokens.framing import FramedEstimator
+from shared.tokens.heuristic import heuristic_text_tokens
+from shared.wiring.agent import Agent
+from tests.agent_support import build
+
+SESSION = "restart"
+WINDOW = 400_000  # far from the trigger: no compaction, no truncation step
+
+
+class CountingEstimator(FramedEstimator):
+    """The heuristic estimator, remembering every text its counter was asked about."""
+
+    def __init__(self, name: str = "counting") -> None:
+        self.texts: list[str] = []
+        super().__init__(name, self._count)
+
+    def _count(self, text: str) -> float:
+        self.texts.append(text)
+        return heuristic_text_tokens(text)
+
+
+def stored_texts(messages: list[Message]) -> set[str]:
+    """Every text the estimator would count to estimate these messages."""
+    texts: set[str] = set()
+    for message in messages:
+        for block in message.blocks():
+            if isinstance(block, TextBlock):
+                texts.add(block.text)
+            elif isinstance(block, ToolResultBlock):
+                texts.add(block.text())
+            elif isinstance(block, ToolUseBlock):
+                texts.add(json.dumps(block.input, ensure_ascii=False, separators=(",", ":")))
+    return {text for text in texts if text}
+
+
+def first_call_after_restart(
+    tmp_path: Path, store: Store, estimator: CountingEstimator
+) -> tuple[Agent, Request]:
+    """A new agent over the stored session makes one call; the request it sent."""
+    agent, provider = build(tmp_path, store=store, window=WINDOW, estimator=estimator)
+    provider.push(text_reply("Resuming."))
+    ctx = agent.loop.begin_turn(SESSION)
+    agent.loop.call_model(ctx)
+    agent.loop.end_turn(ctx)
+    return agent, provider.requests[-1]
+
+
+def test_a_restarted_loop_counts_no_stored_message_and_measures_the_same(tmp_path: Path) -> None:
+    first, provider = build(tmp_path, window=WINDOW, estimator=CountingEstimator())
+    for turn in range(6):
+        provider.push(
+            tool_reply(("ls", {"path": f"/work/dir_{turn}"}), text=f"Listing step {turn}."),
+            text_reply(f"Finished step {turn} of the refactoring."),
+        )
+        first.loop.run_turn(SESSION, f"Step {turn}: refactor module number {turn}.")
+    stored = [m.message for m in first.store.messages(SESSION)]
+    texts = stored_texts(stored)
+    assert len(stored) >= 24 and len(texts) >= 18
+
+    restarted = CountingEstimator()  # same signature: uses the stored figures
+    seeded, sent = first_call_after_restart(tmp_path, first.store, restarted)
+    assert restarted.signature == first.loop.estimates.signature  # type: ignore[union-attr]
+    assert texts.isdisjoint(restarted.texts)
+
+    other = CountingEstimator("counting-v2")  # another signature: counts for itself
+    recounted, resent = first_call_after_restart(tmp_path, first.store, other)
+    assert not texts.isdisjoint(other.texts)
+
+    from_scratch = CountingEstimator().estimate_request(sent)
+    assert seeded.store.session(SESSION).last_input_tokens == from_scratch  # type: ignore[union-attr]
+    assert resent == sent
+    assert recounted.store.session(SESSION).last_input_tokens == from_scratch  # type: ignore[union-attr]
+
+
+def test_stored_estimates_are_returned_only_for_their_estimator(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path, window=WINDOW, estimator=CountingEstimator())
+    provider.push(text_reply("Hello."))
+    agent.loop.run_turn(SESSION, "Say hello.")
+    signature = agent.loop.estimates.signature  # type: ignore[union-attr]
+    figures = agent.store.message_estimates(SESSION, signature)
+    fresh = CountingEstimator()
+    expected = {m.seq: fresh.estimate_message(m.message) for m in agent.store.messages(SESSION)}
+    assert figures == expected and len(figures) == 2
+    assert agent.store.message_estimates(SESSION, "heuristic/other") == {}
