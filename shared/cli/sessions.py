@@ -155,6 +155,7 @@ def run_show(args: argparse.Namespace) -> int:
     virtual = conversation_history_path(session_id)
     shown_path = history_file(history, virtual) if history.exists(virtual) else None
     missing = _missing_history(history, records)
+    corrections = store.latest_state(session_id).token_corrections
     report = {
         **_session_json(info.id, info.model, info.last_input_tokens, info.compactions),
         "created_at": info.created_at.isoformat(),
@@ -165,6 +166,7 @@ def run_show(args: argparse.Namespace) -> int:
         "summarizer_usage": usage_json(summarizer_usage(records)),
         "history_file": shown_path,
         "usage": totals_json(info.usage),
+        "token_corrections": {model: round(value, 4) for model, value in corrections.items()},
     }
     if args.json:
         print_json(report)
@@ -182,6 +184,7 @@ def run_show(args: argparse.Namespace) -> int:
                 ("compactions (counter)", info.compactions),
                 ("summarizer tokens in / out", _usage_text(report["summarizer_usage"])),
                 *usage_rows(info.usage),
+                ("token correction (real / estimated)", _corrections_text(corrections)),
                 ("history file", shown_path or _no_history_file(missing)),
             ],
         )
@@ -196,6 +199,13 @@ def _usage_text(usage: dict[str, int] | None) -> str:
     if usage is None:
         return "(no model summary)"
     return f"{usage['input_tokens']:,} / {usage['output_tokens']:,}"
+
+
+def _corrections_text(corrections: dict[str, float]) -> str:
+    """The per-model factor the token figure learned from real usage (the run state's)."""
+    if not corrections:
+        return "- (no usage reported yet)"
+    return ", ".join(f"{model} x{value:.3f}" for model, value in sorted(corrections.items()))
 
 
 def usage_rows(usage: UsageTotals) -> list[tuple[str, str]]:

@@ -28,6 +28,7 @@ from shared.cli.errors import (
     failure_for,
 )
 from shared.cli.progress import RunStats
+from shared.compaction.record import RunState
 from shared.compaction.validate import validate_request
 from shared.core.errors import (
     CannotFitError,
@@ -312,6 +313,25 @@ def test_sessions_show_prints_the_real_cache_read_ratio_and_input_cost(
     }
     assert f"{10_800 / 16_775:.3f} (read 10,800, written 5,900, uncached 75" in table.out
     assert f"${(10_800 * 0.3 + 5_900 * 3.75 + 75 * 3.0) / 1e6:.4f}" in table.out
+
+
+def test_sessions_show_prints_the_learned_token_correction_per_model(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    database = f"sqlite:///{tmp_path / 'corrections.db'}"
+    store = Store.from_url(database)
+    store.migrate()
+    store.ensure_session("s-fix", "claude-opus-4-7")
+    learned = RunState().with_correction("claude-opus-4-7", 1.3125).with_correction("m2", 0.9)
+    store.finish_run(store.start_run("s-fix", 1, RunState()), "completed")
+    store.finish_run(store.start_run("s-fix", 2, learned), "completed")
+    store.engine.dispose()
+
+    shown = hango(capsys, "sessions", "show", "s-fix", "--database-url", database, "--json")
+    table = hango(capsys, "sessions", "show", "s-fix", "--database-url", database)
+
+    assert json.loads(shown.out)["token_corrections"] == {"claude-opus-4-7": 1.3125, "m2": 0.9}
+    assert "claude-opus-4-7 x1.312, m2 x0.900" in table.out
 
 
 # --- replay ---------------------------------------------------------------------------------
