@@ -123,6 +123,8 @@ Step = tuple[Callable[[], None], Timed]
 def steady(hango: Hango) -> Step:
     """Append one tool round (untimed), then the call plus the body the provider sends."""
     agent = store_history(hango)
+    # Its own provider: the cold step builds new agents (and providers) on the same Hango.
+    provider = hango.provider
     loop = agent.loop
     ctx = loop.begin_turn(SESSION)
     rounds = iter(range(10**9))
@@ -137,7 +139,7 @@ def steady(hango: Hango) -> Step:
 
     def call() -> object:
         loop.call_model(ctx)
-        return hango.provider.requests[-1].api_body()
+        return provider.requests[-1].api_body()
 
     return prepare, call
 
@@ -162,6 +164,7 @@ def cold(hango: Hango) -> Step:
 def compacting(hango: Hango) -> Step:
     """The call that crosses the trigger and compacts, from the uncompacted state each time."""
     agent = store_history(hango)
+    provider = hango.provider
     loop = agent.loop
     ctx = loop.begin_turn(SESSION)
 
@@ -170,7 +173,7 @@ def compacting(hango: Hango) -> Step:
 
     def call() -> object:
         loop.call_model(ctx)
-        return hango.provider.requests[-1].api_body()
+        return provider.requests[-1].api_body()
 
     return prepare, call
 
