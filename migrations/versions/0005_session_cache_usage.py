@@ -7,7 +7,7 @@ downgrade`` of it drops exactly these columns: they are figures about past calls
 nothing else depends on, and removing them needs no data repair.
 
 Revision ID: 0005_session_cache_usage
-Revises: 0006_turn_leases
+Revises: 0004_turn_leases
 Create Date: 2026-12-01
 """
 
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0005_session_cache_usage"
-down_revision: str | None = "0006_turn_leases"
+down_revision: str | None = "0004_turn_leases"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

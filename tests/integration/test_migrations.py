@@ -53,7 +53,7 @@ def test_command_line_uses_hango_database_url(fresh_pg_url: str) -> None:
         alembic_cli(fresh_pg_url, "downgrade", "-1")
         assert "cache_read_tokens" not in columns(engine, "sessions")
         assert "compactions" in columns(engine, "sessions")
-        assert current_revision(engine) == "0006_turn_leases"
+        assert current_revision(engine) == "0004_turn_leases"
 
         alembic_cli(fresh_pg_url, "downgrade", "-1")
         assert "session_leases" not in inspect(engine).get_table_names()

@@ -399,7 +399,7 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-HEAD_REVISION = "0004_message_estimates"
+HEAD_REVISION = "0006_message_estimates"
 CORE_COLUMNS = ("id", "model", "created_at")
 COUNTER_COLUMNS = ("last_input_tokens", "compactions")  # 0003
 USAGE_COLUMNS = (  # 0005
@@ -479,7 +479,7 @@ class MigrationsContract:
 
             run_alembic(empty_url, "downgrade", "-1")
 
-            assert current_revision(store.engine) == "0006_turn_leases"
+            assert current_revision(store.engine) == "0004_turn_leases"
             assert columns(store.engine, "sessions") == [*CORE_COLUMNS, *COUNTER_COLUMNS]
             assert [row[3:] for row in table_rows(store.engine, "sessions", "id")] == [(5000, 1)]
             assert {name: table_rows(store.engine, name, "1") for name in kept} == before
@@ -498,7 +498,7 @@ class MigrationsContract:
             store.migrate()
             seed(store)
             store.engine.dispose()
-            run_alembic(empty_url, "downgrade", "0006_turn_leases")  # under the usage counters
+            run_alembic(empty_url, "downgrade", "0004_turn_leases")  # under the usage counters
             kept = ("sessions", "messages", "runs", "history_files", "history_sections")
             before = {name: table_rows(store.engine, name, "1") for name in kept}
             store.engine.dispose()
@@ -510,7 +510,7 @@ class MigrationsContract:
             assert {name: table_rows(store.engine, name, "1") for name in kept} == before
             store.engine.dispose()
 
-            run_alembic(empty_url, "upgrade", "0006_turn_leases")
+            run_alembic(empty_url, "upgrade", "0004_turn_leases")
 
             assert columns(store.engine, "session_leases") == [
                 "session_id", "holder", "fence", "expires_at"

@@ -6,7 +6,7 @@ expires unless heartbeated. Appends check the fence in the same transaction, so 
 whose lease expired and was taken over can no longer write. ``alembic downgrade -1``
 drops the table and nothing else: a lease is only meaningful while a turn runs.
 
-Revision ID: 0006_turn_leases
+Revision ID: 0004_turn_leases
 Revises: 0003_session_counters
 Create Date: 2026-12-01
 """
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0006_turn_leases"
+revision: str = "0004_turn_leases"
 down_revision: str | None = "0003_session_counters"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

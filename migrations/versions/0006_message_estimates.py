@@ -9,7 +9,7 @@ before this revision), is simply estimated again. The columns are written with t
 and never updated, so messages stay append-only. ``alembic downgrade -1`` drops the two
 columns and nothing else: they are a cache, never the truth.
 
-Revision ID: 0004_message_estimates
+Revision ID: 0006_message_estimates
 Revises: 0005_session_cache_usage
 Create Date: 2026-12-01
 """
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0004_message_estimates"
+revision: str = "0006_message_estimates"
 down_revision: str | None = "0005_session_cache_usage"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
