@@ -26,8 +26,10 @@ from shared.core.errors import (
     ProviderError,
     QueueUnavailableError,
     SchemaNotReadyError,
+    SessionBusyError,
     SummarizerError,
     TranscriptError,
+    TurnLeaseLostError,
     UnknownSessionError,
 )
 
@@ -41,6 +43,7 @@ EXIT_PROVIDER = 6
 EXIT_CANNOT_FIT = 7
 EXIT_QUEUE = 8
 EXIT_DATABASE = 9
+EXIT_BUSY = 10
 EXIT_INTERRUPTED = 130
 
 # code -> what it means; the README's exit-code table lists exactly these.
@@ -55,6 +58,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_CANNOT_FIT: "even the newest messages do not fit the model's window",
     EXIT_QUEUE: "Redis or the Celery workers cannot be reached (--queue)",
     EXIT_DATABASE: "the database is unreachable, not migrated, or failed",
+    EXIT_BUSY: "another process is running a turn on the session, or took it over",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
@@ -92,6 +96,16 @@ _FAILURES: tuple[tuple[type[BaseException], Failure], ...] = (
     ),
     (SummarizerError, Failure(EXIT_PROVIDER, "the extractive summarizer needs no model")),
     (SchemaNotReadyError, Failure(EXIT_DATABASE, "")),
+    # The session is fine: another process holds it. Waiting longer, or retrying once that
+    # process is done, is the remedy; a lost lease means the other process owns the turn now.
+    (
+        SessionBusyError,
+        Failure(EXIT_BUSY, "retry when it is done, or raise HANGO_SESSION_BUSY_TIMEOUT"),
+    ),
+    (
+        TurnLeaseLostError,
+        Failure(EXIT_BUSY, "the process that took the session finishes the turn; check it"),
+    ),
 )
 _DATABASE_FAILURE = Failure(
     EXIT_DATABASE, "check --database-url / HANGO_DATABASE_URL and that it is up"

@@ -37,7 +37,9 @@ from shared.core.errors import (
     InvalidRequestError,
     InvalidSessionIdError,
     ProviderError,
+    SessionBusyError,
     TranscriptError,
+    TurnLeaseLostError,
 )
 from shared.core.messages import Message, Request, Response, TextBlock, Usage
 from shared.core.price import Price
@@ -803,6 +805,8 @@ def test_no_command_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:
         (ProviderError("boom", status=500), 6),
         (ContextOverflowError("prompt is too long"), 6),
         (CannotFitError("too big", tokens=10, limit=5), 7),
+        (SessionBusyError("session 's' is running a turn", session_id="s", waited=1.0), 10),
+        (TurnLeaseLostError("session 's': lost its lease", session_id="s"), 10),
         (RuntimeError("surprise"), 1),
     ],
 )
@@ -811,6 +815,12 @@ def test_each_error_kind_has_its_exit_code(error: Exception, code: int) -> None:
     line = error_line("replay", error)
     assert line.startswith("hango replay: error: ") and "\n" not in line
     assert str(error).splitlines()[0] in line
+
+
+def test_a_busy_session_points_at_the_wait_setting() -> None:
+    line = error_line("sessions resume", SessionBusyError("busy", session_id="s", waited=2.0))
+
+    assert line.endswith("(retry when it is done, or raise HANGO_SESSION_BUSY_TIMEOUT)")
 
 
 def test_run_stats_count_answered_requests_and_refusals() -> None:
