@@ -36,6 +36,7 @@ class RunStats(NullObserver):
     overflow_retries: int = 0
     breakpoints: int = 0
     trigger_waits: list[float] = field(default_factory=list)  # seconds, one per compaction
+    presummary_hits: int = 0  # compactions at the trigger that installed a pre-summary
     current_turn: int = 0
     _pending: int = 0
 
@@ -64,8 +65,17 @@ class RunStats(NullObserver):
     def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
         self.invalid_blocked += 1
 
-    def summary_waited(self, session_id: str, turn: int, seconds: float) -> None:
+    def summary_waited(
+        self, session_id: str, turn: int, seconds: float, *, presummarized: bool = False
+    ) -> None:
         self.trigger_waits.append(seconds)
+        self.presummary_hits += presummarized
+
+    def presummary_hit_rate(self) -> float | None:
+        """Share of the compactions at the trigger that installed a pre-summary (0-1)."""
+        if not self.trigger_waits:
+            return None
+        return round(self.presummary_hits / len(self.trigger_waits), 3)
 
     def trigger_wait_ms(self) -> dict[str, float | None]:
         """p50 and p95 of what compactions at the trigger held their turn (ms)."""

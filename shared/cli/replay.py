@@ -268,6 +268,7 @@ def replay_report(
         "compaction_records": [compaction_json(record) for record in outcome.compactions],
         "summaries": summary_sources(outcome.compactions),
         "trigger_wait_ms": stats.trigger_wait_ms(),
+        "presummary_hit_rate": stats.presummary_hit_rate(),
         "truncated_tool_args": stats.truncated_args,
         "invalid_requests_blocked": stats.invalid_blocked,
         "overflow_retries": stats.overflow_retries,
@@ -308,6 +309,7 @@ def _print_tables(report: dict[str, Any], outcome: ReplayRun) -> None:
                 ),
                 ("summaries", summary_sources_line(report["summaries"])),
                 ("waited for summaries at the trigger", _waits(report["trigger_wait_ms"])),
+                ("pre-summaries installed at the trigger", _rate(report["presummary_hit_rate"])),
                 ("truncated tool arguments", report["truncated_tool_args"]),
                 ("invalid requests blocked", report["invalid_requests_blocked"]),
                 (
@@ -329,3 +331,7 @@ def _waits(waits: dict[str, float | None]) -> str:
     if waits["p50"] is None:
         return "-"
     return f"p50 {waits['p50']:,.0f} ms, p95 {waits['p95']:,.0f} ms"
+
+
+def _rate(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.0%}"

@@ -94,6 +94,12 @@ def add_parser(commands: Any) -> None:
         "HANGO_SIMULATED_SUMMARIZER_LATENCY, 0); give a worker the same variable",
     )
     parser.add_argument(
+        "--model-latency",
+        metavar="SECONDS",
+        help="seconds each of the scripted agent's own calls takes (default 0: at once); "
+        "gives a pre-summary time to be ready by the trigger",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print a JSON summary instead of tables"
     )
     # Overflows and summarizer fallbacks are part of the command's own report.
@@ -135,7 +141,12 @@ def run(args: argparse.Namespace) -> int:
     settings = simulation_settings(args)
     if args.queue:
         require_worker(settings)
-    model = scripted_model(settings, args.seed) if args.provider == "scripted" else None
+    model_latency = _seconds(args.model_latency, "--model-latency") or 0.0
+    model = (
+        scripted_model(settings, args.seed, model_latency=model_latency)
+        if args.provider == "scripted"
+        else None
+    )
     provider: Provider = model if model is not None else anthropic_provider(settings)
     stats = RunStats()
     progress = LiveProgress(stats, turns=args.turns, window=args.max_input_tokens)
@@ -204,6 +215,7 @@ def simulation_report(
         "compactions_by_reason": by_reason(outcome.compactions),
         "summaries": summary_sources(outcome.compactions),
         "trigger_wait_ms": stats.trigger_wait_ms(),
+        "presummary_hit_rate": stats.presummary_hit_rate(),
         "truncated_tool_args": stats.truncated_args,
         "overflow_retries": stats.overflow_retries,
         "invalid_requests_blocked": stats.invalid_blocked,
@@ -255,6 +267,7 @@ def _print_tables(
                 ),
                 ("summaries", summary_sources_line(report["summaries"])),
                 ("waited for summaries at the trigger", _waits(report["trigger_wait_ms"])),
+                ("pre-summaries installed at the trigger", _rate(report["presummary_hit_rate"])),
                 ("truncated tool arguments", report["truncated_tool_args"]),
                 ("overflow retries", report["overflow_retries"]),
                 ("invalid requests blocked", report["invalid_requests_blocked"]),
@@ -283,3 +296,7 @@ def _waits(waits: dict[str, float | None]) -> str:
     if waits["p50"] is None:
         return "-"
     return f"p50 {waits['p50']:,.0f} ms, p95 {waits['p95']:,.0f} ms"
+
+
+def _rate(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.0%}"

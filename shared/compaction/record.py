@@ -49,6 +49,25 @@ class CompactionRecord(BaseModel):
         return self.kept_from_seq - 1
 
 
+class PendingSummary(BaseModel):
+    """A summary dispatched early, at the watermark, for a compaction the trigger will need.
+
+    ``[from_seq, to_seq]`` is the range a compaction at the trigger would have evicted when
+    it was dispatched; ``fingerprint`` is the digest of those messages (the queued job's
+    key carries the same one, with ``turn``); ``basis`` is the ``kept_from_seq`` of the
+    record it summarizes on top of (``None``: the first compaction). It is used only while
+    all of these still hold.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    turn: int
+    from_seq: int
+    to_seq: int
+    fingerprint: str
+    basis: int | None
+
+
 class RunState(BaseModel):
     """The run's private state.
 
@@ -72,6 +91,8 @@ class RunState(BaseModel):
     # Real input tokens per estimated token, per model, learned from the provider's usage
     # (``tokens.measure.learned_correction``); carried over so a restart keeps it.
     token_corrections: dict[str, float] = {}
+    # The pre-summary in flight (dispatched at the watermark, not installed yet), if any.
+    presummary: PendingSummary | None = None
 
     def with_correction(self, model: str, correction: float) -> RunState:
         return self.model_copy(
@@ -85,12 +106,17 @@ class RunState(BaseModel):
                 "compactions": (*self.compactions, record),
                 "compaction_count": self.compaction_count + 1,
                 "force_compaction": None,
+                # Installed, or summarizing a history this record has just changed.
+                "presummary": None,
             }
         )
 
     def truncating_before(self, seq: int) -> RunState:
         """Tool arguments of every message before ``seq`` are sent truncated from now on."""
         return self.model_copy(update={"truncated_before_seq": max(seq, self.truncated_before_seq)})
+
+    def presummarizing(self, pending: PendingSummary | None) -> RunState:
+        return self.model_copy(update={"presummary": pending})
 
     def forcing(self, reason: CompactionReason | None) -> RunState:
         return self.model_copy(update={"force_compaction": reason})

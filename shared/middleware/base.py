@@ -29,7 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shared.compaction.record import CompactionReason, CompactionRecord, RunState
+from shared.compaction.record import (
+    CompactionReason,
+    CompactionRecord,
+    PendingSummary,
+    RunState,
+)
 from shared.core.messages import Request, Response, StoredMessage, TextBlock, ToolDefinition
 
 
@@ -69,6 +74,10 @@ class StateHolder:
     def calibrate(self, model: str, correction: float) -> None:
         """Keep the learned real-per-estimated-token figure of ``model`` in the state."""
         self.state = self.state.with_correction(model, correction)
+
+    def presummarize(self, pending: PendingSummary | None) -> None:
+        """Note the pre-summary dispatched at the watermark (``None``: used or dropped)."""
+        self.state = self.state.presummarizing(pending)
 
     def force(self, reason: CompactionReason | None) -> None:
         self.state = self.state.forcing(reason)

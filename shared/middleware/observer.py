@@ -43,8 +43,11 @@ class LoopObserver(Protocol):
         """A compacted request failed validation and was replaced by mechanical truncation."""
         ...
 
-    def summary_waited(self, session_id: str, turn: int, seconds: float) -> None:
-        """How long a compaction at the trigger held the turn for its offload and summary."""
+    def summary_waited(
+        self, session_id: str, turn: int, seconds: float, *, presummarized: bool = False
+    ) -> None:
+        """How long a compaction at the trigger held the turn for its offload and summary;
+        ``presummarized`` when it installed a summary dispatched at the watermark."""
         ...
 
 
@@ -76,7 +79,9 @@ class NullObserver:
     def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
         pass
 
-    def summary_waited(self, session_id: str, turn: int, seconds: float) -> None:
+    def summary_waited(
+        self, session_id: str, turn: int, seconds: float, *, presummarized: bool = False
+    ) -> None:
         pass
 
 
@@ -121,6 +126,8 @@ class Observers(NullObserver):
         for observer in self._observers:
             observer.invalid_request_blocked(session_id, turn, violations)
 
-    def summary_waited(self, session_id: str, turn: int, seconds: float) -> None:
+    def summary_waited(
+        self, session_id: str, turn: int, seconds: float, *, presummarized: bool = False
+    ) -> None:
         for observer in self._observers:
-            observer.summary_waited(session_id, turn, seconds)
+            observer.summary_waited(session_id, turn, seconds, presummarized=presummarized)

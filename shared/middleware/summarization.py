@@ -8,6 +8,13 @@ it evicts the oldest atomic tool groups: first offloads them to the history file
 private state. A request that fails validation is never sent: the compaction is abandoned
 and mechanical truncation is used instead.
 
+Ahead of the trigger, past the watermark (``presummarize_frac`` of the window), the summary
+and the offload of the range a compaction at the trigger would evict are dispatched on a
+background thread without waiting (one per session). At the trigger, a pre-summary whose
+range is still a prefix of what must be evicted, over the very same messages and the same
+previous summary, is installed at once: the messages appended since stay verbatim when the
+result fits under the post-compaction target; otherwise the normal path runs.
+
 The stored messages are never touched; only the copy on its way to the provider changes.
 """
 
@@ -15,8 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from shared.compaction.boundary import keep_boundary
@@ -30,7 +39,7 @@ from shared.compaction.jobs import (
     SummaryResult,
 )
 from shared.compaction.mechanical import drop_oldest_groups
-from shared.compaction.record import CompactionReason, CompactionRecord
+from shared.compaction.record import CompactionReason, CompactionRecord, PendingSummary
 from shared.compaction.summary_prompt import artifact_index
 from shared.compaction.validate import Violation, validate_messages
 from shared.core.errors import CannotFitError
@@ -41,6 +50,7 @@ from shared.history.paths import conversation_history_path
 from shared.middleware.base import Handler, ModelCall, PassThrough
 from shared.middleware.observer import LoopObserver, NullObserver
 from shared.providers.base import Provider
+from shared.queue.keys import range_fingerprint
 from shared.tokens.base import Estimator
 from shared.tokens.measure import (
     Anchor,
@@ -71,6 +81,22 @@ class _Plan:
     first_real: int
 
 
+# Pre-summaries of all sessions share these threads; each session has at most one in flight.
+PRESUMMARY_THREADS = 4
+# A ready pre-summary is replaced once what it keeps reaches this share of the target: the
+# trigger's request would be larger still by the time it comes.
+OUTGROWN_AT = 0.75
+
+
+@dataclass(frozen=True)
+class _Presummary:
+    """A pre-summary in flight in this process: what it covers and its two results."""
+
+    pending: PendingSummary
+    # (offload path, summary): the offload first, as at the trigger; no summary without it.
+    work: Future[tuple[str | None, SummaryResult | None]]
+
+
 class SummarizationMiddleware(PassThrough):
     def __init__(
         self,
@@ -84,6 +110,7 @@ class SummarizationMiddleware(PassThrough):
         observer: LoopObserver | None = None,
         validator: Callable[[Sequence[Message]], list[Violation]] = validate_messages,
         count_band: float = 0.10,
+        presummarize_frac: float | None = None,
     ) -> None:
         self.profile = profile
         self.estimator = estimator
@@ -95,11 +122,17 @@ class SummarizationMiddleware(PassThrough):
         self.validator = validator
         self.count_band = count_band
         self._figures: RecentlyUsed[_Figures] = RecentlyUsed()
+        self.watermark = _watermark(profile, presummarize_frac)
+        self._presummaries: dict[str, _Presummary] = {}
+        self._presummaries_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:
         tokens = self._measure(call)
         call.state.measured(tokens)
         reason = self._reason(call, tokens)
+        if reason is None and self.watermark is not None and tokens > self.watermark:
+            self._presummarize(call, tokens)
         outgoing = call if reason is None else self._compacted(call, reason, tokens)
         response = call_next(outgoing)
         self._learn(outgoing, response)
@@ -231,12 +264,216 @@ class SummarizationMiddleware(PassThrough):
         """
         return self._boundary(messages, 1 if head_present else 0) is not None
 
+    # -- pre-summarization -----------------------------------------------------------------
+
+    def _presummarize(self, call: ModelCall, tokens: int) -> None:
+        """Dispatch, without waiting, what a compaction at the trigger will need.
+
+        The range is the one the trigger's boundary would evict now (tool groups kept
+        whole, anchored by sequence numbers); at the trigger more messages exist, so the
+        trigger's range starts with this one. Nothing is dispatched while a pre-summary of
+        the session is still usable.
+        """
+        with self._presummaries_lock:
+            current = self._presummaries.get(call.session_id)
+        usable = current is not None and self._still_valid(call, current.pending)
+        if usable and current is not None and not self._outgrown(call, current, tokens):
+            return
+        plan = self._plan(call)
+        if plan is None:
+            return
+        evicted = _stored_before(call, _seq_at(call, plan.boundary))
+        if not evicted:
+            return
+        previous = call.state.state.latest
+        pending = PendingSummary(
+            turn=call.turn,
+            from_seq=evicted[0].seq,
+            to_seq=evicted[-1].seq,
+            fingerprint=range_fingerprint(evicted),
+            basis=previous.kept_from_seq if previous else None,
+        )
+        summary_job = SummaryJob(
+            session_id=call.session_id,
+            turn=call.turn,
+            from_seq=pending.from_seq,
+            to_seq=pending.to_seq,
+            previous_summary=previous.summary if previous else None,
+            evicted=evicted,
+            model=self.profile.summarizer_model or call.request.model,
+        )
+        offload_job = OffloadJob(
+            session_id=call.session_id,
+            turn=call.turn,
+            from_seq=pending.from_seq,
+            to_seq=pending.to_seq,
+            evicted=evicted,
+        )
+        work = self._threads().submit(self._offload_then_summarize, offload_job, summary_job)
+        started = _Presummary(pending=pending, work=work)
+        with self._presummaries_lock:
+            self._presummaries[call.session_id] = started
+        call.state.presummarize(pending)
+        log.info(
+            "session %s turn %d: pre-summarizing messages %d-%d",
+            call.session_id,
+            call.turn,
+            pending.from_seq,
+            pending.to_seq,
+        )
+
+    def _outgrown(self, call: ModelCall, current: _Presummary, tokens: int) -> bool:
+        """Whether a ready pre-summary would no longer bring the request under the target.
+
+        Then a fresh one, over the longer prefix, replaces it: installing it at the trigger
+        would fail its fit check and the turn would wait for a summary after all. One in
+        flight is never replaced (at most one summarizer call per session at a time).
+        """
+        if not current.work.done():
+            return False
+        path, result = current.work.result()
+        if path is None or result is None:
+            return True
+        kept_from = current.pending.to_seq + 1
+        index = next((i for i, seq in enumerate(call.seqs) if seq == kept_from), None)
+        if index is None:
+            return True
+        whole = self.estimator.estimate_request(call.request)
+        kept = call.request.model_copy(update={"messages": call.request.messages[index:]})
+        scale = tokens / whole if whole > 0 else 1.0
+        summary = self.estimator.estimate(result.text)
+        kept_tokens = (self.estimator.estimate_request(kept) + summary) * scale
+        return kept_tokens > self.profile.target_tokens * OUTGROWN_AT
+
+    def _offload_then_summarize(
+        self, offload: OffloadJob, summary: SummaryJob
+    ) -> tuple[str | None, SummaryResult | None]:
+        path = self._offload_job(offload)
+        return (path, None) if path is None else (path, self._summary(summary))
+
+    def _threads(self) -> ThreadPoolExecutor:
+        with self._presummaries_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    PRESUMMARY_THREADS, thread_name_prefix="hango-presummary"
+                )
+            return self._executor
+
+    def _still_valid(self, call: ModelCall, pending: PendingSummary) -> bool:
+        """The pre-summary covers these very messages on top of the same previous summary."""
+        previous = call.state.state.latest
+        if pending.basis != (previous.kept_from_seq if previous else None):
+            return False
+        covered = _stored_before(call, pending.to_seq + 1)
+        return (
+            bool(covered)
+            and covered[0].seq == pending.from_seq
+            and range_fingerprint(covered) == pending.fingerprint
+        )
+
+    def _take_presummary(self, call: ModelCall, plan: _Plan) -> tuple[_Presummary, int] | None:
+        """The session's pre-summary and the index it keeps from, if it can be installed."""
+        with self._presummaries_lock:
+            ready = self._presummaries.pop(call.session_id, None)
+        if ready is None:
+            return None
+        pending = ready.pending
+        call.state.presummarize(None)
+        kept_from_seq = pending.to_seq + 1
+        index = next((i for i, seq in enumerate(call.seqs) if seq == kept_from_seq), None)
+        usable = (
+            index is not None
+            and plan.first_real < index <= plan.boundary
+            and self._still_valid(call, pending)
+        )
+        if not usable or index is None:
+            log.info(
+                "session %s turn %d: the pre-summary of messages %d-%d no longer matches; "
+                "summarizing now",
+                call.session_id,
+                call.turn,
+                pending.from_seq,
+                pending.to_seq,
+            )
+            return None
+        return ready, index
+
+    def _install_presummary(
+        self, call: ModelCall, reason: CompactionReason, tokens: int, plan: _Plan
+    ) -> tuple[ModelCall | None, float]:
+        """The request with the pre-summary installed, and the seconds waited for it.
+
+        ``None`` when there is none, it does not match, its offload failed (nothing leaves
+        the request that was not offloaded), it fails validation, or the result does not
+        fit under the post-compaction target: the normal path then runs.
+        """
+        taken = self._take_presummary(call, plan)
+        if taken is None:
+            return None, 0.0
+        ready, index = taken
+        waiting_since = time.monotonic()
+        offload_path, result = ready.work.result()
+        waited = time.monotonic() - waiting_since
+        if offload_path is None or result is None:
+            return None, waited
+        previous = call.state.state.latest
+        kept_from_seq = ready.pending.to_seq + 1
+        evicted = _stored_before(call, kept_from_seq)
+        record = CompactionRecord(
+            user_request=_evicted_request(call, kept_from_seq),
+            at_turn=call.turn,
+            reason=reason,
+            kept_from_seq=kept_from_seq,
+            summary=result.text,
+            offload_path=offload_path,
+            tokens_before=tokens,
+            tokens_after=0,
+            evicted_messages=len(evicted),
+            summarizer=result.summarizer,
+            fallback_reason=result.fallback_reason,
+            summary_usage=result.usage,
+            artifacts=_merge_artifacts(previous, evicted),
+        )
+        compacted = _apply(call, record, index)
+        if self.validator(compacted.request.messages):
+            log.warning("session %s turn %d: pre-summary invalid here", call.session_id, call.turn)
+            return None, waited
+        after = self._measure(compacted, record)
+        if after > self.profile.target_tokens:
+            log.info(
+                "session %s turn %d: with the pre-summary the request is %d tokens, over the "
+                "target %d; summarizing further now",
+                call.session_id,
+                call.turn,
+                after,
+                self.profile.target_tokens,
+            )
+            return None, waited
+        return self._commit(compacted, record, after), waited
+
+    # -- at the trigger ---------------------------------------------------------------------
+
     def _summarize(
         self, call: ModelCall, reason: CompactionReason, tokens: int, plan: _Plan
     ) -> ModelCall:
+        installed, waited = self._install_presummary(call, reason, tokens, plan)
+        if installed is not None:
+            if reason == "threshold":
+                self.observer.summary_waited(call.session_id, call.turn, waited, presummarized=True)
+            return installed
+        return self._summarize_now(call, reason, tokens, plan, waited)
+
+    def _summarize_now(
+        self,
+        call: ModelCall,
+        reason: CompactionReason,
+        tokens: int,
+        plan: _Plan,
+        already_waited: float = 0.0,
+    ) -> ModelCall:
         kept_from_seq = _seq_at(call, plan.boundary)
         evicted = _stored_before(call, kept_from_seq)
-        waiting_since = time.monotonic()
+        waiting_since = time.monotonic() - already_waited
         offload_path = self._offload(call, evicted)
         if offload_path is None:
             return self._truncate(call, tokens) if reason == "overflow" else call
@@ -405,8 +642,11 @@ class SummarizationMiddleware(PassThrough):
                 limit=window,
             ) from None
 
-    def _commit(self, call: ModelCall, record: CompactionRecord) -> ModelCall:
-        after = self._measure(call, record)
+    def _commit(
+        self, call: ModelCall, record: CompactionRecord, after: int | None = None
+    ) -> ModelCall:
+        if after is None:
+            after = self._measure(call, record)
         record = record.model_copy(update={"tokens_after": after})
         call.state.record(record)
         call.state.measured(after)
@@ -427,24 +667,34 @@ class SummarizationMiddleware(PassThrough):
         return call
 
     def _offload(self, call: ModelCall, evicted: tuple[StoredMessage, ...]) -> str | None:
-        try:
-            return self.offloader.offload(
-                OffloadJob(
-                    session_id=call.session_id,
-                    turn=call.turn,
-                    from_seq=evicted[0].seq,
-                    to_seq=evicted[-1].seq,
-                    evicted=evicted,
-                )
+        return self._offload_job(
+            OffloadJob(
+                session_id=call.session_id,
+                turn=call.turn,
+                from_seq=evicted[0].seq,
+                to_seq=evicted[-1].seq,
+                evicted=evicted,
             )
+        )
+
+    def _offload_job(self, job: OffloadJob) -> str | None:
+        try:
+            return self.offloader.offload(job)
         except Exception:
             # Invariant: nothing leaves the request that was not offloaded.
             log.exception(
                 "session %s turn %d: history offload failed; keeping the messages",
-                call.session_id,
-                call.turn,
+                job.session_id,
+                job.turn,
             )
             return None
+
+
+def _watermark(profile: ModelProfile, frac: float | None) -> int | None:
+    """Input tokens past which pre-summaries are dispatched; ``None`` when off."""
+    if frac is None or frac >= profile.trigger_frac:
+        return None
+    return int(profile.max_input_tokens * frac + 1e-6)
 
 
 def _seq_at(call: ModelCall, index: int) -> int:

@@ -95,6 +95,9 @@ class ScriptedCodingModel:
     # Seconds a summary takes, as a real summarizer model's would (the agent's own calls
     # answer at once): what pre-summarization hides from the turn.
     summary_latency: float = 0.0
+    # Seconds each of the agent's own calls takes (0: at once). Real turns take time
+    # between calls; without it nothing can be ready ahead of the trigger.
+    model_latency: float = 0.0
     name: str = "scripted"
     capabilities: Capabilities = field(default_factory=lambda: Capabilities(prompt_caching=True))
     calls: int = 0
@@ -113,6 +116,8 @@ class ScriptedCodingModel:
         tokens = count_request_tokens(request)
         if is_summary_request(request) and self.summary_latency > 0:
             time.sleep(self.summary_latency)
+        elif not is_summary_request(request) and self.model_latency > 0:
+            time.sleep(self.model_latency)
         with self._lock:
             if is_summary_request(request):
                 # The summarizer model's window is a real model's, not the small simulated

@@ -109,13 +109,16 @@ def new_session_id(seed: int) -> str:
     return f"sim-{seed}-{secrets.randbelow(10**SESSION_DIGITS):0{SESSION_DIGITS}d}"
 
 
-def scripted_model(settings: Settings, seed: int) -> ScriptedCodingModel:
+def scripted_model(
+    settings: Settings, seed: int, *, model_latency: float = 0.0
+) -> ScriptedCodingModel:
     """The scripted model, refusing requests over the profile's window as the API would."""
     window = Profiles.from_settings(settings).resolve(settings.model).max_input_tokens
     return ScriptedCodingModel(
         seed=seed,
         max_input_tokens=window,
         summary_latency=settings.simulated_summarizer_latency,
+        model_latency=model_latency,
     )
 
 

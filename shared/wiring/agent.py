@@ -113,6 +113,7 @@ def build_agent(
             counter=provider,
             count_timeout=settings.count_tokens_timeout,
             count_band=settings.count_tokens_band,
+            presummarize_frac=settings.context_presummarize_frac,
             summarizer=summarizer,
             offloader=offloader,
             observer=observer,

@@ -120,7 +120,7 @@ class _capture:
         return self._out.getvalue(), self._err.getvalue()
 
 
-SIMULATE_KEYS = {
+SIMULATE_KEYS: dict[str, type | tuple[type, ...]] = {
     "session_id": str,
     "provider": str,
     "model": str,
@@ -137,6 +137,7 @@ SIMULATE_KEYS = {
     "compactions_by_reason": dict,
     "summaries": dict,
     "trigger_wait_ms": dict,
+    "presummary_hit_rate": (float, type(None)),
     "truncated_tool_args": int,
     "overflow_retries": int,
     "invalid_requests_blocked": int,
@@ -214,8 +215,9 @@ def test_simulate_prices_the_agent_and_the_summarizer_apart(
 
 
 def test_simulate_reports_how_long_the_trigger_waited_for_a_slow_summarizer(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("HANGO_CONTEXT_PRESUMMARIZE_FRAC", "1")  # every summary at the trigger
     ran = hango(
         capsys, "simulate", "--turns", "5", "--max-input-tokens", "8000", "--json",
         "--summarizer-latency", "0.25", "--database-url", f"sqlite:///{tmp_path / 'w.db'}",
@@ -228,6 +230,26 @@ def test_simulate_reports_how_long_the_trigger_waited_for_a_slow_summarizer(
     waits = report["trigger_wait_ms"]
     # Each compaction at the trigger waited at least for the scripted summary's latency.
     assert 250 <= waits["p50"] <= waits["p95"]
+    assert report["presummary_hit_rate"] == 0
+
+
+def test_simulate_reports_the_pre_summaries_installed_at_the_trigger(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    ran = hango(
+        capsys, "simulate", "--turns", "5", "--max-input-tokens", "8000", "--json",
+        "--model-latency", "0.01", "--database-url", f"sqlite:///{tmp_path / 'p.db'}",
+        "--history-root", str(tmp_path / "hist"),
+    )  # fmt: skip
+
+    assert ran.code == 0, ran.err
+    report = json.loads(ran.out)
+    threshold = report["compactions_by_reason"].get("threshold", 0)
+    assert threshold, "a 8k window compacts in 5 turns"
+    rate = report["presummary_hit_rate"]
+    # A share of the compactions at the trigger (whether one fits depends on the script).
+    assert rate is not None and 0 <= rate <= 1
+    assert rate * threshold == pytest.approx(round(rate * threshold))
 
 
 def test_simulate_prints_tables_without_json(
@@ -244,6 +266,7 @@ def test_simulate_prints_tables_without_json(
     assert "compactions (counter)" in ran.out
     assert "0 from the worker" in ran.out and "0 fell back" in ran.out
     assert "waited for summaries at the trigger" in ran.out
+    assert "pre-summaries installed at the trigger" in ran.out
     assert f"History file: {tmp_path / 'hist'}" in ran.out
 
 

@@ -1,0 +1,135 @@
+"""Pre-summarization: the summary a compaction at the trigger needs, dispatched earlier.
+
+Through the real loop on the embedded SQLite store, with the in-process ports (the
+offload writes the real history file; the summarizer records the ranges it was asked for).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+from typing import Any
+
+from shared.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
+from shared.middleware.observer import NullObserver
+from shared.middleware.summarization import SummarizationMiddleware
+from shared.providers.scripted import text_reply
+from shared.summarizers.offload import InlineOffloader
+from tests.agent_support import build
+
+FACT = "Remember fact {i}: token key-{i:04d}. " + "detail " * 150
+
+
+class Ports:
+    """Offload for real; summarize by naming the range and the turn that asked."""
+
+    def __init__(self, offloader: Any) -> None:
+        self.offloader = offloader
+        self.jobs: list[SummaryJob] = []
+        self.offloads: list[tuple[int, int]] = []
+        self._lock = threading.Lock()
+
+    def offload(self, job: OffloadJob) -> str:
+        with self._lock:
+            self.offloads.append((job.from_seq, job.to_seq))
+        return str(self.offloader.offload(job))
+
+    def summarize(self, job: SummaryJob) -> SummaryResult:
+        with self._lock:
+            self.jobs.append(job)
+        text = f"summary of {job.from_seq}-{job.to_seq} asked in turn {job.turn}"
+        return SummaryResult(text=text, summarizer="test")
+
+
+class Waits(NullObserver):
+    def __init__(self) -> None:
+        self.waits: list[bool] = []
+
+    def summary_waited(
+        self, session_id: str, turn: int, seconds: float, *, presummarized: bool = False
+    ) -> None:
+        self.waits.append(presummarized)
+
+
+def agent_with_ports(tmp_path: Path, **settings: Any) -> tuple[Any, Any, Ports, Waits]:
+    waits = Waits()
+    agent, provider = build(tmp_path, observers=[waits], **settings)
+    found = next(m for m in agent.loop.chain if isinstance(m, SummarizationMiddleware))
+    ports = Ports(InlineOffloader(agent.history))
+    found.offloader = ports
+    found.summarizer = ports
+    return agent, provider, ports, waits
+
+
+def until_compacted(agent: Any, provider: Any, session: str = "s", limit: int = 40) -> Any:
+    for i in range(limit):
+        provider.push(text_reply(f"ok {i}"))
+        result = agent.loop.run_turn(session, FACT.format(i=i))
+        if result.compactions:
+            return result
+    raise AssertionError(f"no compaction in {limit} turns")
+
+
+def test_a_summary_dispatched_at_the_watermark_is_installed_at_the_trigger(
+    tmp_path: Path,
+) -> None:
+    agent, provider, ports, waits = agent_with_ports(tmp_path)
+
+    result = until_compacted(agent, provider)
+
+    record = result.compactions[0]
+    assert len(ports.jobs) == 1, "the trigger asked the summarizer a second time"
+    early = ports.jobs[0]
+    assert early.turn < record.at_turn  # dispatched by an earlier turn, at the watermark
+    expected = f"summary of {early.from_seq}-{early.to_seq} asked in turn {early.turn}"
+    assert record.summary == expected
+    assert record.kept_from_seq == early.to_seq + 1  # what came since is kept verbatim
+    assert ports.offloads == [(early.from_seq, early.to_seq)]  # offloaded before eviction
+    assert waits.waits == [True]
+    found = next(m for m in agent.loop.chain if isinstance(m, SummarizationMiddleware))
+    assert record.tokens_after <= found.profile.target_tokens  # it fit, or it was not used
+    state = agent.store.latest_state("s")
+    assert state.presummary is None  # installed: nothing pending any more
+    sent = provider.requests[-1].messages
+    assert record.summary in str(sent[0].content)
+    assert "key-0000" not in str(sent[1:])  # the summarized facts left the request
+
+
+def test_a_pre_summary_over_other_messages_is_replaced_not_used(tmp_path: Path) -> None:
+    agent, provider, ports, _ = agent_with_ports(tmp_path)
+    found = next(m for m in agent.loop.chain if isinstance(m, SummarizationMiddleware))
+    for i in range(40):
+        provider.push(text_reply(f"ok {i}"))
+        agent.loop.run_turn("s", FACT.format(i=i))
+        if "s" in found._presummaries:
+            break
+    # As if the range had held other messages when it was summarized (another session
+    # reusing the id, a history rewritten under it): its fingerprint no longer matches.
+    early = found._presummaries["s"]
+    found._presummaries["s"] = dataclasses.replace(
+        early, pending=early.pending.model_copy(update={"fingerprint": "0" * 16})
+    )
+
+    result = until_compacted(agent, provider)
+
+    record = result.compactions[0]
+    stale, fresh = ports.jobs  # the stale one was replaced, never installed
+    assert (
+        record.summary == f"summary of {fresh.from_seq}-{fresh.to_seq} asked in turn {fresh.turn}"
+    )
+    assert f"asked in turn {stale.turn}" not in str(provider.requests[-1].messages[0].content)
+
+
+def test_the_watermark_is_off_at_or_above_the_trigger(tmp_path: Path) -> None:
+    agent, provider, ports, waits = agent_with_ports(
+        tmp_path, context_presummarize_frac=0.85, context_trigger_frac=0.85
+    )
+    found = next(m for m in agent.loop.chain if isinstance(m, SummarizationMiddleware))
+    assert found.watermark is None
+
+    result = until_compacted(agent, provider)
+
+    record = result.compactions[0]
+    assert [job.turn for job in ports.jobs] == [record.at_turn]  # asked at the trigger only
+    assert waits.waits == [False]
