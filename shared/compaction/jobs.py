@@ -7,6 +7,9 @@ Celery task keyed by ``(session_id, turn)`` and wait for its result in Redis.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -59,3 +62,12 @@ class HistoryOffloader(Protocol):
     def offload(self, job: OffloadJob) -> str:
         """Append the evicted range to the session's history file; return its path."""
         ...
+
+
+def range_fingerprint(evicted: Sequence[StoredMessage]) -> str:
+    """A short digest of the evicted messages: same range, same content, same digest."""
+    digest = hashlib.sha256()
+    for stored in evicted:
+        payload = [stored.seq, stored.message.to_api()]
+        digest.update(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
+    return digest.hexdigest()[:16]

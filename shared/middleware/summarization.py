@@ -21,6 +21,7 @@ The stored messages are never touched; only the copy on its way to the provider 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import threading
 import time
@@ -37,6 +38,7 @@ from shared.compaction.jobs import (
     Summarizer,
     SummaryJob,
     SummaryResult,
+    range_fingerprint,
 )
 from shared.compaction.mechanical import drop_oldest_groups
 from shared.compaction.record import CompactionReason, CompactionRecord, PendingSummary
@@ -50,7 +52,6 @@ from shared.history.paths import conversation_history_path
 from shared.middleware.base import Handler, ModelCall, PassThrough
 from shared.middleware.observer import LoopObserver, NullObserver
 from shared.providers.base import Provider
-from shared.queue.keys import range_fingerprint
 from shared.tokens.base import Estimator
 from shared.tokens.measure import (
     Anchor,
@@ -309,7 +310,11 @@ class SummarizationMiddleware(PassThrough):
             to_seq=pending.to_seq,
             evicted=evicted,
         )
-        work = self._threads().submit(self._offload_then_summarize, offload_job, summary_job)
+        # The dispatching turn's context (its trace span) goes along to the pool's thread.
+        context = contextvars.copy_context()
+        work = self._threads().submit(
+            context.run, self._offload_then_summarize, offload_job, summary_job
+        )
         started = _Presummary(pending=pending, work=work)
         with self._presummaries_lock:
             self._presummaries[call.session_id] = started

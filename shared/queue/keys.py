@@ -22,13 +22,10 @@ loads and refuses a mismatch.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.core.messages import StoredMessage
+from shared.compaction.jobs import range_fingerprint
 
 JobKind = Literal["summary", "offload"]
 
@@ -77,10 +74,4 @@ class JobKey:
         return f"{self.kind}({self.session_id}, turn {self.turn}{span})"
 
 
-def range_fingerprint(evicted: Sequence[StoredMessage]) -> str:
-    """A short digest of the evicted messages: same range, same content, same digest."""
-    digest = hashlib.sha256()
-    for stored in evicted:
-        payload = [stored.seq, stored.message.to_api()]
-        digest.update(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
-    return digest.hexdigest()[:16]
+__all__ = ["KEY_PREFIX", "JobKey", "JobKind", "range_fingerprint"]

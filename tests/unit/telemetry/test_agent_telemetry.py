@@ -86,7 +86,11 @@ def attrs(span: Any) -> dict[str, Any]:
 
 def test_compacted_turn(tmp_path: Path, cap: Captured, caplog: pytest.LogCaptureFixture) -> None:
     chat = ScriptedProvider(fallback=lambda r: text_reply("noted", model=r.model))
-    agent = instrumented_agent(tmp_path, cap, chat, scripted_summarizer())
+    # Summarized at the trigger, inside the compacting turn (a pre-summary's span belongs
+    # to the turn that dispatched it).
+    agent = instrumented_agent(
+        tmp_path, cap, chat, scripted_summarizer(), context_presummarize_frac=1
+    )
     caplog.set_level(logging.INFO, logger="hango.compaction")
     results = [agent.loop.run_turn("s-tel", FACT.format(i=i)) for i in range(16)]
 
