@@ -98,6 +98,8 @@ def test_turn_publish_worker_run_and_summarizer_share_one_trace(
         model=TEST_MODEL,
         model_profiles={TEST_MODEL: {"max_input_tokens": 6000}},
         summarizer_model=SUMMARY_MODEL,
+        # Published at the trigger, inside the compacting turn's trace.
+        context_presummarize_frac=1,
     )
     chat = ScriptedProvider(fallback=lambda r: text_reply("noted", model=r.model))
     inline = ScriptedProvider(fallback=lambda r: text_reply("inline summary, unexpected"))
