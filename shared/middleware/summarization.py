@@ -424,20 +424,8 @@ class SummarizationMiddleware(PassThrough):
         previous = call.state.state.latest
         kept_from_seq = ready.pending.to_seq + 1
         evicted = _stored_before(call, kept_from_seq)
-        record = CompactionRecord(
-            user_request=_evicted_request(call, kept_from_seq),
-            at_turn=call.turn,
-            reason=reason,
-            kept_from_seq=kept_from_seq,
-            summary=result.text,
-            offload_path=offload_path,
-            tokens_before=tokens,
-            tokens_after=0,
-            evicted_messages=len(evicted),
-            summarizer=result.summarizer,
-            fallback_reason=result.fallback_reason,
-            summary_usage=result.usage,
-            artifacts=_merge_artifacts(previous, evicted),
+        record = _summary_record(
+            call, reason, tokens, kept_from_seq, evicted, previous, offload_path, result
         )
         compacted = _apply(call, record, index)
         if self.validator(compacted.request.messages):
@@ -498,21 +486,8 @@ class SummarizationMiddleware(PassThrough):
             # What the user's turn paid for the slow steps at the trigger.
             waited = time.monotonic() - waiting_since
             self.observer.summary_waited(call.session_id, call.turn, waited)
-        artifacts = _merge_artifacts(previous, evicted)
-        record = CompactionRecord(
-            user_request=_evicted_request(call, kept_from_seq),
-            at_turn=call.turn,
-            reason=reason,
-            kept_from_seq=kept_from_seq,
-            summary=result.text,
-            offload_path=offload_path,
-            tokens_before=tokens,
-            tokens_after=0,
-            evicted_messages=len(evicted),
-            summarizer=result.summarizer,
-            fallback_reason=result.fallback_reason,
-            summary_usage=result.usage,
-            artifacts=artifacts,
+        record = _summary_record(
+            call, reason, tokens, kept_from_seq, evicted, previous, offload_path, result
         )
         compacted = _apply(call, record, plan.boundary)
         violations = self.validator(compacted.request.messages)
@@ -739,6 +714,34 @@ def _evicted_request(call: ModelCall, kept_from_seq: int) -> str | None:
 def _opens_a_turn(message: Message) -> bool:
     """A user message that is not tool results: what the user said to start a turn."""
     return message.role == "user" and not any(message.tool_results())
+
+
+def _summary_record(
+    call: ModelCall,
+    reason: CompactionReason,
+    tokens: int,
+    kept_from_seq: int,
+    evicted: Sequence[StoredMessage],
+    previous: CompactionRecord | None,
+    offload_path: str,
+    result: SummaryResult,
+) -> CompactionRecord:
+    """The record of a summary that replaces ``evicted`` (made now, or ready beforehand)."""
+    return CompactionRecord(
+        user_request=_evicted_request(call, kept_from_seq),
+        at_turn=call.turn,
+        reason=reason,
+        kept_from_seq=kept_from_seq,
+        summary=result.text,
+        offload_path=offload_path,
+        tokens_before=tokens,
+        tokens_after=0,
+        evicted_messages=len(evicted),
+        summarizer=result.summarizer,
+        fallback_reason=result.fallback_reason,
+        summary_usage=result.usage,
+        artifacts=_merge_artifacts(previous, evicted),
+    )
 
 
 def _stored_before(call: ModelCall, kept_from_seq: int) -> tuple[StoredMessage, ...]:
