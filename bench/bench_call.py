@@ -7,7 +7,8 @@ CPU time (``time.process_time``) medians, for each size:
 
 - ``hango steady``: one agent step after the loop has seen the history: the previous
   tool round appended (not timed), then ``call_model`` through the whole chain, plus
-  ``api_body()`` of the request (what the Anthropic provider hands the SDK);
+  ``api_body()`` of the request (what the Anthropic provider hands the SDK); the
+  provider caches prompts like the Anthropic one, so the breakpoints are placed too;
 - ``hango cold``: a fresh agent (new loop, estimator and caches) over the stored session,
   loading it and making the first call;
 - ``hango compacting``: the call that crosses the trigger and compacts, with an instant
@@ -40,6 +41,7 @@ from shared.compaction.record import RunState
 from shared.core.messages import Message, Request, Response, TextBlock, Usage
 from shared.core.settings import load_settings
 from shared.middleware.base import StateHolder
+from shared.providers.base import Capabilities
 from shared.providers.scripted import ScriptedProvider
 from shared.store import Store
 from shared.wiring.agent import Agent, build_agent
@@ -92,7 +94,11 @@ class Hango:
         )
 
     def build(self, store: Store | None = None) -> Agent:
-        self.provider = ScriptedProvider(fallback=instant_reply)
+        # Caching prompts, as the Anthropic provider does: the breakpoints are placed on
+        # every call, as in production.
+        self.provider = ScriptedProvider(
+            fallback=instant_reply, capabilities=Capabilities(prompt_caching=True)
+        )
         # The peers' system prompt; the tools are hango's own (file tools, history tools).
         system = (TextBlock(text=peers.system_prompt()),)
         agent = build_agent(

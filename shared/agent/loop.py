@@ -98,6 +98,9 @@ class TurnContext:
     # The turn's hold on its session: every append is fenced by it (None: not leased).
     lease: TurnLease | None = None
     usage: UsageTotals = field(default_factory=UsageTotals)
+    # Whether the loop's in-memory transcript of the session holds every stored message:
+    # read from the store once per turn, then kept in step by the turn's own appends.
+    in_step: bool = False
 
 
 class AgentLoop:
@@ -225,7 +228,7 @@ class AgentLoop:
         effects may have happened): they get an error result saying so, and the model
         decides whether to call them again.
         """
-        own = [m for m in self._transcript(ctx.session_id) if m.turn == ctx.turn]
+        own = [m for m in self._transcript(ctx) if m.turn == ctx.turn]
         if not own:
             return  # the process died before the user's message was stored
         last = own[-1].message
@@ -282,7 +285,7 @@ class AgentLoop:
             if not self._can_compact(ctx):
                 return ToolResultBlock(tool_use_id=use.id, content=NOTHING_TO_COMPACT)
             ctx.holder.force("tool")
-            self.store.save_run_state(ctx.run_id, ctx.holder.state)
+            self._save_state(ctx)
         content = self.filesystem.offload_large_result(
             use.id, outcome.content, session_id=ctx.session_id
         )
@@ -331,8 +334,10 @@ class AgentLoop:
             ctx.session_id, ctx.turn, message, ctx.lease, estimate=estimate
         )
         cached = self._transcripts.setdefault(ctx.session_id, [])
-        if cached and cached[-1].seq == stored.seq - 1:
+        if (cached[-1].seq if cached else 0) == stored.seq - 1:
             cached.append(stored)  # in step with the store: keep the very same object
+        else:
+            ctx.in_step = False  # someone else appended too: read the store again
         return stored
 
     def call_model(self, ctx: TurnContext) -> Response:
@@ -351,7 +356,8 @@ class AgentLoop:
                 )
                 continue
             finally:
-                self.store.save_run_state(ctx.run_id, ctx.holder.state)
+                if ctx.holder.needs_saving():
+                    self._save_state(ctx)
             ctx.last_response = response
             return response
         assert overflow is not None
@@ -369,7 +375,7 @@ class AgentLoop:
     ) -> TurnResult:
         """Close the turn: the session counters are written here, once."""
         state = ctx.holder.state
-        self.store.save_run_state(ctx.run_id, state)
+        self._save_state(ctx)
         self.store.write_session_counters(
             ctx.session_id,
             last_input_tokens=ctx.input_tokens,
@@ -389,6 +395,10 @@ class AgentLoop:
             usage=ctx.usage,
         )
 
+    def _save_state(self, ctx: TurnContext) -> None:
+        self.store.save_run_state(ctx.run_id, ctx.holder.state)
+        ctx.holder.saved()
+
     # -- building and sending one request -----------------------------------------------
 
     def _outgoing(
@@ -400,18 +410,14 @@ class AgentLoop:
         """The request as the record says: ``[head] + stored messages from kept_from_seq``."""
         record = ctx.holder.state.latest
         copy = self._copies.setdefault(ctx.session_id, SendableCopy())
+        head = self._heads.get(record, head_message) if record is not None else None
         # The first call of a process reads and repairs the whole session: a bulk build.
         with collection_paused():
-            transcript = self._transcript(ctx.session_id)
+            transcript = self._transcript(ctx)
             first = 0
             if record is not None:
                 first = bisect.bisect_left(transcript, record.kept_from_seq, key=lambda m: m.seq)
-            stored = tuple(transcript[first:])
-            messages, kept_seqs = copy.update(stored)
-        seqs: tuple[int | None, ...] = kept_seqs
-        if record is not None:
-            messages = (self._heads.get(record, head_message), *messages)
-            seqs = (None, *seqs)
+            messages, seqs = copy.update(transcript, head, first)
         # The fixed part was validated once; only the messages change from call to call.
         request = self._base.model_copy(update={"messages": messages})
         # What the pipeline measured for the request that was refused: against the
@@ -431,7 +437,7 @@ class AgentLoop:
             request=request,
             seqs=seqs,
             state=ctx.holder,
-            stored=stored,
+            stored=copy.stored,
             force=rung or ctx.holder.state.force_compaction,
             assembly=self.assembly,
             overflow=refused,
@@ -458,18 +464,25 @@ class AgentLoop:
         self.observer.response_received(ctx.session_id, ctx.turn, response)
         return response
 
-    def _transcript(self, session_id: str) -> list[StoredMessage]:
+    def _transcript(self, ctx: TurnContext) -> list[StoredMessage]:
         """The session's stored messages, kept in memory and topped up from the store.
 
         Reusing the same message objects across calls is what keeps the estimator's
-        per-block cache warm, so a call costs O(new messages), not O(history).
+        per-block cache warm, so a call costs O(new messages), not O(history). The store
+        is read once per turn (what another process appended between turns); within the
+        turn only this loop appends to the session (the turn's lease fences out anyone
+        else, and callers without one serialize their turns), so the turn's own appends
+        keep the list complete without a query per call.
         """
-        cached = self._transcripts.setdefault(session_id, [])
+        cached = self._transcripts.setdefault(ctx.session_id, [])
+        if ctx.in_step:
+            return cached
         after = cached[-1].seq + 1 if cached else None
-        loaded = self.store.messages(session_id, from_seq=after)
+        loaded = self.store.messages(ctx.session_id, from_seq=after)
         if loaded and self.estimates is not None:
-            self._seed_estimates(session_id, loaded, self.estimates)
+            self._seed_estimates(ctx.session_id, loaded, self.estimates)
         cached.extend(loaded)
+        ctx.in_step = True
         return cached
 
     def _seed_estimates(

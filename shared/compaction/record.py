@@ -75,10 +75,10 @@ class RunState(BaseModel):
     records this run (turn) made; ``compaction_count`` counts them over the session;
     ``truncated_before_seq`` is the sticky tool-argument truncation decision (every
     stored message before it is sent truncated, so the cached prefix changes only when
-    it moves). Each
-    run carries forward only the latest record and the count, so the state saved on every
-    model call stays small however long the session grows; the full list of records is
-    the union of every run's ``compactions``.
+    it moves). Each run carries forward only the latest record and the count, so the
+    state saved during the turn (whenever anything but the token correction changed)
+    stays small however long the session grows; the full list of records is the union
+    of every run's ``compactions``.
     """
 
     model_config = ConfigDict(frozen=True)

@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from shared.core.collection import Prefix
+from shared.core.identity import derived
 from shared.core.messages import (
     ContentBlock,
     Message,
@@ -235,58 +237,92 @@ def _joined(first: Message, second: Message) -> Message:
 
 
 class SendableCopy:
-    """``sendable(merge_consecutive(stored))`` for a growing stored list, paying for growth.
+    """``[head] + sendable(merge_consecutive(stored[start:]))``, paying only for growth.
 
-    The loop calls this with the stored messages from the record's keep boundary on, a
-    list that only ever grows at its end. What was merged and repaired for the messages
-    seen before is kept; only the last joined message (which a new message of the same
-    role extends) and the new ones are redone. A list that does not extend the previous
-    one (a new keep boundary, another session) is recomputed whole.
+    The loop calls this with its in-memory transcript (a list it only ever appends to),
+    the index of the record's keep boundary in it and the head message of the record.
+    What was merged and repaired for the messages seen before is kept; only the last
+    joined message (which a new message of the same role extends) and the new ones are
+    redone. Another list, another start or another head (a new compaction, another
+    session) starts over, and so does a list whose seen part changed.
+
+    The messages come back as a :class:`~shared.core.identity.Derived` of the previous
+    call's, naming the positions redone, so what is derived from them downstream (the
+    request estimate, the checks, the API body) is redone there only; a call with
+    nothing new gets the very same objects back.
     """
 
     def __init__(self) -> None:
-        self._reset()
+        self._source: Sequence[StoredMessage] | None = None
+        self._reset(0, None)
 
-    def _reset(self) -> None:
-        self._stored: tuple[StoredMessage, ...] = ()
+    def _reset(self, start: int, head: Message | None) -> None:
+        self._start = start
+        self._head = head
+        self._seen: list[StoredMessage] = []
         self._joined: list[Message] = []
-        self._starts: list[int] = []
-        self._seqs: list[int] = []
-        self._repaired: list[Message] = []
+        # Only ever appended to (a joined message keeps its first part's number).
+        self._seqs: list[int | None] = [] if head is None else [None]
+        self._repaired: list[Message] = [] if head is None else [head]
         self._ids = _UsedIds()
+        self._messages: tuple[Message, ...] = ()
 
     def update(
-        self, stored: Sequence[StoredMessage]
-    ) -> tuple[tuple[Message, ...], tuple[int, ...]]:
-        stored = tuple(stored)
-        seen = len(self._stored)
-        if len(stored) < seen or stored[:seen] != self._stored:
-            self._reset()
-            seen = 0
-        self._extend(stored, seen)
-        self._stored = stored
-        return tuple(self._repaired), tuple(self._seqs)
+        self,
+        stored: Sequence[StoredMessage],
+        head: Message | None = None,
+        start: int = 0,
+    ) -> tuple[tuple[Message, ...], Sequence[int | None]]:
+        """The outgoing messages and, beside each, its store sequence number (the head: None).
 
-    def _extend(self, stored: tuple[StoredMessage, ...], seen: int) -> None:
-        if seen == len(stored):
-            return
-        start = seen
-        if self._joined and self._joined[-1].role == stored[seen].message.role:
-            start = self._starts[-1]  # the last joined message grows: redo it
-            for parts in (self._joined, self._starts, self._seqs, self._repaired):
-                parts.pop()
-            self._ids.drop_last()
-        for index in range(start, len(stored)):
-            item = stored[index]
-            if self._joined and index > start and self._joined[-1].role == item.message.role:
+        The numbers are a view that later calls do not change (:class:`Prefix`).
+        """
+        if not self._extends(stored, head, start):
+            self._reset(start, head)
+        self._source = stored
+        seen = len(self._seen)
+        if start + seen < len(stored) or not self._messages:
+            redo_from = self._extend(stored[start + seen :])
+            parent = self._messages or None
+            changed = range(redo_from, len(parent or ()))
+            self._messages = derived(tuple(self._repaired), parent, changed)
+        return self._messages, Prefix(self._seqs, len(self._messages))
+
+    @property
+    def stored(self) -> Prefix[StoredMessage]:
+        """The stored messages behind the latest copy (from the start it was given)."""
+        return Prefix(self._seen)
+
+    def _extends(self, stored: Sequence[StoredMessage], head: Message | None, start: int) -> bool:
+        """Whether ``stored[start:]`` begins with exactly the messages seen so far."""
+        if head is not self._head or start != self._start:
+            return False
+        seen = len(self._seen)
+        if len(stored) < start + seen:
+            return False
+        if not seen:
+            return True
+        if stored is self._source:
+            # The same list, only ever appended to: its seen part is what it was.
+            return stored[start + seen - 1] is self._seen[-1]
+        return tuple(stored[start : start + seen]) == tuple(self._seen)
+
+    def _extend(self, new: Sequence[StoredMessage]) -> int:
+        """Repair ``new`` onto the copy; the first outgoing position that was redone."""
+        redo_from = len(self._repaired)
+        for item in new:
+            self._seen.append(item)
+            if self._joined and self._joined[-1].role == item.message.role:
+                # The last joined message grows: redo it.
                 self._joined[-1] = _joined(self._joined[-1], item.message)
                 self._ids.drop_last()
                 self._repaired[-1] = self._repair_last()
+                redo_from = min(redo_from, len(self._repaired) - 1)
                 continue
             self._joined.append(item.message)
-            self._starts.append(index)
             self._seqs.append(item.seq)
             self._repaired.append(self._repair_last())
+        return redo_from
 
     def _repair_last(self) -> Message:
         previous = self._joined[-2] if len(self._joined) > 1 else None

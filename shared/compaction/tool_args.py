@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from shared.core.identity import changed_positions
+from shared.core.identity import changed_positions, derived
 from shared.core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from shared.tokens.base import Estimator
 
@@ -216,6 +216,10 @@ class TruncationLedger:
         self._forms: list[Message] = []
         self._blocks = RunningSums()
         self._saved = RunningSums()
+        # The input before the latest update and the positions that update changed.
+        self._moved: tuple[tuple[Message, ...], list[int]] = ((), [])
+        # The latest truncated copy: its messages, the cut and the input it was made from.
+        self._last: tuple[tuple[Message, ...], int, tuple[Message, ...]] | None = None
 
     def update(self, messages: tuple[Message, ...]) -> None:
         """Follow the new outgoing copy: positions whose message changed are redone."""
@@ -223,11 +227,16 @@ class TruncationLedger:
         del self._forms[known:]
         self._blocks.truncate(known)
         self._saved.truncate(known)
-        for index in changed_positions(self._messages[:known], messages[:known]):
+        changed = changed_positions(self._messages, messages)
+        for index in changed:
+            if index >= known:
+                break
             form, blocks, saved = self._work_out(messages[index])
             self._forms[index] = form
             self._blocks.set(index, blocks)
             self._saved.set(index, saved)
+        if messages is not self._messages:
+            self._moved = (self._messages, changed)
         self._messages = messages
 
     def blocks_cut(self, start: int, end: int) -> int:
@@ -248,7 +257,31 @@ class TruncationLedger:
         count = self.blocks_cut(0, end)
         if count == 0:
             return TruncationResult(self._messages, 0)
-        return TruncationResult((*self._forms[:end], *self._messages[end:]), count)
+        copy = self._forms[:end]
+        copy.extend(self._messages[end:])
+        made = derived(tuple(copy), *self._lineage(end))
+        self._last = (made, end, self._messages)
+        return TruncationResult(made, count)
+
+    def _lineage(self, end: int) -> tuple[tuple[Message, ...] | None, list[int]]:
+        """The previous truncated copy and where this one may differ from it, if known.
+
+        Below the cut a position holds the form of its message, which changes only with
+        the message; above it, the message itself. So against the copy made from the
+        previous input, the changes are the input's changes and the positions between
+        the two cuts.
+        """
+        if self._last is None:
+            return None, []
+        made, cut, source = self._last
+        if source is self._messages:
+            changes: list[int] = []
+        elif source is self._moved[0]:
+            changes = list(self._moved[1])
+        else:
+            return None, []
+        changes.extend(range(min(cut, end), max(cut, end)))
+        return made, changes
 
     def _reach(self, end: int) -> None:
         for index in range(len(self._forms), min(end, len(self._messages))):

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.core.identity import changed_positions
+from shared.core.identity import changed_positions, position_total
 from shared.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
 
 ViolationKind = Literal[
@@ -78,14 +78,14 @@ def validate_request(request: Request) -> list[Violation]:
 
 
 def count_breakpoints(request: Request) -> int:
-    """Every ``cache_control`` in the request, tool-result parts included."""
-    blocks: list[object] = [*request.tool_definitions(), *request.system_blocks()]
-    for message in request.messages:
-        for block in message.blocks():
-            blocks.append(block)
-            if isinstance(block, ToolResultBlock) and isinstance(block.content, tuple):
-                blocks.extend(block.content)
-    return sum(1 for block in blocks if getattr(block, "cache_control", None) is not None)
+    """Every ``cache_control`` in the request, tool-result parts included.
+
+    The messages' part is a running total along the outgoing copies' lineage, so a
+    session's successive requests pay only for the messages that changed.
+    """
+    fixed = [*request.tool_definitions(), *request.system_blocks()]
+    marked = sum(1 for block in fixed if getattr(block, "cache_control", None) is not None)
+    return marked + position_total(request.messages, "breakpoints", _message_breakpoints)
 
 
 def validate_messages(messages: Sequence[Message]) -> list[Violation]:

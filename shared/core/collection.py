@@ -1,4 +1,5 @@
-"""Pausing the cyclic garbage collector around bulk builds of acyclic objects.
+"""Collections for long sessions: a read-only view of an append-only list, and pausing
+the cyclic garbage collector around bulk builds of acyclic objects.
 
 Reading a long session back (a restarted process) creates hundreds of thousands of small
 objects at once: messages, blocks, their dicts, what is derived from them. CPython's
@@ -11,8 +12,12 @@ forms a reference cycle. Reference counting frees everything as usual while it i
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+import itertools
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any, TypeVar, overload
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -25,3 +30,48 @@ def collection_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+class Prefix(Sequence[T]):
+    """The first ``length`` items of a list its owner only ever appends to.
+
+    As fixed as a tuple of them, without copying a long session's history on every call:
+    what is appended later lies past ``length`` and is not part of the view. Compares
+    equal to a sequence of the same items.
+    """
+
+    __slots__ = ("_items", "_length")
+
+    def __init__(self, items: list[T], length: int | None = None) -> None:
+        self._items = items
+        self._length = len(items) if length is None else length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
+        if isinstance(index, slice):
+            return tuple(self._items[: self._length][index])
+        if not -self._length <= index < self._length:
+            raise IndexError("Prefix index out of range")
+        return self._items[index % self._length]
+
+    def __iter__(self) -> Iterator[T]:
+        return itertools.islice(self._items, self._length)
+
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(other) == self._length and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Prefix({list(self)!r})"

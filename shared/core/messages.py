@@ -16,7 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from shared.core.identity import IdentityCache
+from shared.core.identity import IdentityCache, per_position
 
 JsonObject = dict[str, Any]
 
@@ -231,11 +231,15 @@ class Request(WireModel):
 
         What the provider sends. The keys come in the order ``to_api()`` gives them; the
         message objects inside are shared with other requests, so change the top level
-        only (``to_api()`` is the copy to edit).
+        and the list only (``to_api()`` is the copy to edit). For a request whose messages
+        are a :class:`~shared.core.identity.Derived` of an earlier one, the cost is that of
+        the messages that changed plus one copy of a list.
         """
         rest = self.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"messages"})
         body: JsonObject = {key: rest.pop(key) for key in ("model", "max_tokens") if key in rest}
-        body["messages"] = [api_form(message) for message in self.messages]
+        # The outgoing copies of a session form a lineage: the list of the previous body is
+        # copied and only the messages that changed are looked up.
+        body["messages"] = list(per_position(self.messages, "api_form", api_form))
         body.update(rest)
         return body
 

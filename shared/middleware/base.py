@@ -25,7 +25,7 @@ breakpoint just before it).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -60,6 +60,28 @@ class StateHolder:
     def __init__(self, state: RunState | None = None) -> None:
         self.state = state or RunState()
         self.input_tokens = 0
+        # The state as the store has it: what it was read from or created with.
+        self._stored = self.state
+
+    def needs_saving(self) -> bool:
+        """Whether a resumed turn would miss something the store does not have yet.
+
+        Everything but the learned token correction counts. The correction moves on every
+        call and is worth little after a crash (the anchors it goes with live in memory),
+        so it is written with the next save, at the latest when the turn ends; a call
+        that changed nothing else writes nothing.
+        """
+        if self.state is self._stored:
+            return False
+        stored = self._stored
+        same_but_corrections = self.state.model_copy(
+            update={"token_corrections": stored.token_corrections}
+        )
+        return same_but_corrections != stored
+
+    def saved(self) -> None:
+        """The store now has the current state."""
+        self._stored = self.state
 
     def measured(self, tokens: int) -> None:
         """The latest input-token figure of this turn's outgoing request."""
@@ -103,9 +125,9 @@ class ModelCall:
     session_id: str
     turn: int
     request: Request
-    seqs: tuple[int | None, ...]
+    seqs: Sequence[int | None]
     state: StateHolder
-    stored: tuple[StoredMessage, ...] = ()
+    stored: Sequence[StoredMessage] = ()
     force: CompactionReason | None = None
     assembly: Assembly | None = None
     overflow: Overflow | None = None

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import TypeGuard
 
 from shared.compaction.validate import MAX_BREAKPOINTS, count_breakpoints
+from shared.core.identity import IdentityCache, replaced
 from shared.core.messages import (
     CacheControl,
     ContentBlock,
@@ -137,7 +138,7 @@ def place_breakpoints(
             break
         if target in chosen or _already_marked(request, target):
             continue
-        if sizes.through(target) < policy.min_tokens:
+        if not sizes.reaches(target, policy.min_tokens):
             continue
         chosen.append(target)
     return _marked(request, chosen) if chosen else request
@@ -219,25 +220,35 @@ def _blocks_between(
 
 
 class _PrefixSizes:
-    """Estimated tokens of the prefix through a target (0 everywhere without an estimator)."""
+    """Whether the prefix through a target reaches the minimum cacheable length."""
 
     def __init__(self, request: Request, estimator: Estimator | None) -> None:
         self.request = request
         self.estimator = estimator
         self._fixed: int | None = None
 
-    def through(self, target: _Target) -> int:
-        if self.estimator is None:
-            return 0
+    def reaches(self, target: _Target, minimum: int) -> bool:
+        """Estimated tokens through ``target`` >= ``minimum`` (always, without an estimator).
+
+        Adds messages from the start only until the minimum is reached: a few thousand
+        tokens, a handful of messages however long the history.
+        """
+        if self.estimator is None or minimum <= 0:
+            return True
         if self._fixed is None:
             self._fixed = self.estimator.estimate_request(
                 self.request.model_copy(update={"messages": ()})
             )
+        total = self._fixed
         where = target[0]
-        if where == "system" or not isinstance(where, int):
-            return self._fixed
+        if where == "system" or not isinstance(where, int) or total >= minimum:
+            return total >= minimum
         estimate = self.estimator.estimate_message
-        return self._fixed + sum(estimate(m) for m in self.request.messages[: where + 1])
+        for message in self.request.messages[: where + 1]:
+            total += estimate(message)
+            if total >= minimum:
+                return True
+        return False
 
 
 def _marked(request: Request, chosen: Sequence[_Target]) -> Request:
@@ -253,19 +264,29 @@ def _marked(request: Request, chosen: Sequence[_Target]) -> Request:
         if isinstance(where, int):
             by_message.setdefault(where, set()).add(index)
     if by_message:
-        update["messages"] = tuple(
-            _mark_blocks(message, by_message[n]) if n in by_message else message
-            for n, message in enumerate(request.messages)
+        messages = request.messages
+        update["messages"] = replaced(
+            messages, {n: _mark_blocks(messages[n], frozenset(p)) for n, p in by_message.items()}
         )
     return request.model_copy(update=update)
 
 
-def _mark_blocks(message: Message, positions: set[int]) -> Message:
-    blocks = message.blocks()
-    marked = tuple(
-        _with_marker(block) if n in positions else block for n, block in enumerate(blocks)
-    )
-    return message.model_copy(update={"content": marked})
+# The marked form of a message, per message object and set of positions: a breakpoint
+# that stays where it is (the summary message, a bridge) is then the very same object
+# call after call, and nothing derived from it is redone.
+_MARKED: IdentityCache[Message, dict[frozenset[int], Message]] = IdentityCache()
+
+
+def _mark_blocks(message: Message, positions: frozenset[int]) -> Message:
+    forms = _MARKED.get(message, lambda _: {})
+    known = forms.get(positions)
+    if known is None:
+        blocks = message.blocks()
+        marked = tuple(
+            _with_marker(block) if n in positions else block for n, block in enumerate(blocks)
+        )
+        known = forms[positions] = message.model_copy(update={"content": marked})
+    return known
 
 
 def _with_marker(block: ContentBlock) -> ContentBlock:

@@ -113,10 +113,21 @@ class RequestEstimate:
         self._messages: tuple[Message, ...] = ()
         self._tokens: list[int] = []
         self._sum = 0
+        # The fixed part last estimated: (system, tools, tokens), by identity.
+        self._fixed: tuple[object, object, int] | None = None
 
     def fixed(self, request: Request) -> int:
-        """What the request costs before its messages (cached per block by the estimator)."""
-        return self.estimator.estimate_request(request.model_copy(update={"messages": ()}))
+        """What the request costs before its messages.
+
+        The same system and tool objects (the loop's fixed part, call after call) give the
+        figure already worked out.
+        """
+        known = self._fixed
+        if known is not None and known[0] is request.system and known[1] is request.tools:
+            return known[2]
+        tokens = self.estimator.estimate_request(request.model_copy(update={"messages": ()}))
+        self._fixed = (request.system, request.tools, tokens)
+        return tokens
 
     def __call__(self, request: Request) -> int:
         messages = request.messages
