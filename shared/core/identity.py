@@ -175,6 +175,8 @@ def _lineage_candidates(old: tuple[Any, ...], new: tuple[Any, ...]) -> set[int] 
     Both are followed up to a common ancestor; positions changed along either path, and
     positions at or past the shortest length on the way, are the candidates.
     """
+    if isinstance(new, Derived) and new.parent is old:
+        return set(new.changed)  # the common case: one derivation apart
     # Keyed by identity: hashing a tuple would hash every element.
     reached = {id(node): (changes, floor, node) for node, (changes, floor) in _ancestors(new)}
     for node, (changes, floor) in _ancestors(old):
@@ -221,14 +223,14 @@ def per_position(sequence: Sequence[T], key: str, compute: Callable[[T], V]) -> 
 
     The values of the lineage's latest sequence asked about under ``key`` are kept in its
     family; for a later member of the lineage they are brought up to date in place, at
-    the changed positions. The list returned is the family's: read it or copy it before
-    the next call for the same lineage and key, and never mutate it.
+    the changed positions, and a copy is returned (one list copy: the caller owns it).
     """
     family = sequence.family if isinstance(sequence, Derived) else None
     if family is None:
         return [compute(item) for item in sequence]
-    values: list[V] = _follow(family, key, sequence, compute)[0]
-    return values
+    with _family_lock(family):
+        values: list[V] = _follow(family, key, sequence, compute)[0]
+        return values.copy()
 
 
 def position_total(sequence: Sequence[T], key: str, compute: Callable[[T], int]) -> int:
@@ -239,8 +241,23 @@ def position_total(sequence: Sequence[T], key: str, compute: Callable[[T], int])
     family = sequence.family if isinstance(sequence, Derived) else None
     if family is None:
         return sum(compute(item) for item in sequence)
-    total: int = _follow(family, key, sequence, compute, totals=True)[1]
-    return total
+    with _family_lock(family):
+        total: int = _follow(family, key, sequence, compute, totals=True)[1]
+        return total
+
+
+_FAMILY_LOCK = "lock"
+_NEW_LOCK = threading.Lock()
+
+
+def _family_lock(family: dict[str, Any]) -> threading.Lock:
+    """The family's lock: its memos are updated in place, and a request of the session may
+    be serialized on another thread (a ``count_tokens`` under a deadline) meanwhile."""
+    lock = family.get(_FAMILY_LOCK)
+    if lock is None:
+        with _NEW_LOCK:
+            lock = family.setdefault(_FAMILY_LOCK, threading.Lock())
+    return lock
 
 
 def _follow(

@@ -239,7 +239,7 @@ class Request(WireModel):
         body: JsonObject = {key: rest.pop(key) for key in ("model", "max_tokens") if key in rest}
         # The outgoing copies of a session form a lineage: the list of the previous body is
         # copied and only the messages that changed are looked up.
-        body["messages"] = list(per_position(self.messages, "api_form", api_form))
+        body["messages"] = per_position(self.messages, "api_form", api_form)
         body.update(rest)
         return body
 

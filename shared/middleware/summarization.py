@@ -167,7 +167,7 @@ class SummarizationMiddleware(PassThrough):
         source = "anchored" if anchor else "estimate"
         trigger = self.profile.trigger_tokens
         settled = anchor is not None and not near(figure, trigger, self.count_band)
-        if can_count_tokens(self.counter) and not settled:
+        if not settled and can_count_tokens(self.counter):
             measured = measure_input_tokens(
                 call.request,
                 estimator=self.estimator,

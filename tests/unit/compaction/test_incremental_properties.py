@@ -5,8 +5,9 @@ with broken messages the store may hold: empty text, two user messages in a row,
 and duplicate results, reused tool ids, client cache markers), the keep boundary moved
 (a compaction), the process restarted (fresh memos), and the outgoing request edited
 the way middleware does (a message replaced, a block marked for the cache). At every
-step the incremental answer must be the answer of the plain functions, request for
-request.
+step the incremental answer (the checks, the breakpoint count and the API body, which
+follow the copies' lineage) must be the answer of the plain functions over a plain copy
+of the request, request for request.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from shared.compaction.repair import SendableCopy, merge_consecutive, sendable
 from shared.compaction.validate import RequestChecker, count_breakpoints, validate_request
+from shared.core.identity import replaced
 from shared.core.messages import (
     CacheControl,
     Message,
@@ -42,6 +44,8 @@ BROKEN = (
     calls(call("toolu_reused")),
     results(result("toolu_reused"), result("toolu_reused")),
 )
+
+BASE = Request(model="m", max_tokens=10, messages=())
 
 Step = tuple[str, int]
 steps = st.lists(
@@ -96,6 +100,7 @@ class Session:
         incremental = self.copy.update(kept)
         joined, seqs = merge_consecutive(kept)
         assert incremental == (sendable(joined), seqs)
+        assert tuple(self.copy.stored) == tuple(kept)
         messages = incremental[0]
         if edit is not None:
             index = edit % len(messages)
@@ -105,8 +110,9 @@ class Session:
                 # Fine on its own, but it drops the calls or answers its neighbours need.
                 Message(role=messages[index].role, content="plain"),
             )[edit % 3]
-            messages = (*messages[:index], replacement, *messages[index + 1 :])
-        return Request(model="m", max_tokens=10, messages=messages)
+            # As middleware does: a Derived of the copy, so the lineage path is exercised.
+            messages = replaced(messages, {index: replacement})
+        return BASE.model_copy(update={"messages": messages})
 
 
 @settings(deadline=None, max_examples=examples(150))
@@ -119,8 +125,13 @@ def test_incremental_copy_and_checks_equal_the_full_recomputation(
         request = session.step(action, pick)
         if request is None:
             continue
-        assert session.checker.validate(request) == validate_request(request)
-        assert session.checker.breakpoints(request) == count_breakpoints(request)
+        # The plain functions over a plain copy: no lineage, every position looked at.
+        plain = Request.model_validate(request.to_api())
+        assert type(plain.messages) is tuple
+        assert session.checker.validate(request) == validate_request(plain)
+        assert session.checker.breakpoints(request) == count_breakpoints(plain)
+        assert count_breakpoints(request) == count_breakpoints(plain)
+        assert request.api_body() == plain.to_api()
 
 
 def test_a_grown_copy_reuses_the_repaired_messages() -> None:
