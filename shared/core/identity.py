@@ -253,7 +253,7 @@ _NEW_LOCK = threading.Lock()
 def _family_lock(family: dict[str, Any]) -> threading.Lock:
     """The family's lock: its memos are updated in place, and a request of the session may
     be serialized on another thread (a ``count_tokens`` under a deadline) meanwhile."""
-    lock = family.get(_FAMILY_LOCK)
+    lock: threading.Lock | None = family.get(_FAMILY_LOCK)
     if lock is None:
         with _NEW_LOCK:
             lock = family.setdefault(_FAMILY_LOCK, threading.Lock())
