@@ -235,7 +235,7 @@ class Request(WireModel):
         are a :class:`~shared.core.identity.Derived` of an earlier one, the cost is that of
         the messages that changed plus one copy of a list.
         """
-        rest = self.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"messages"})
+        rest = self._fixed_part()
         body: JsonObject = {key: rest.pop(key) for key in ("model", "max_tokens") if key in rest}
         # The outgoing copies of a session form a lineage: the list of the previous body is
         # copied and only the messages that changed are looked up.
@@ -243,11 +243,39 @@ class Request(WireModel):
         body.update(rest)
         return body
 
+    def _fixed_part(self) -> JsonObject:
+        """Everything but the messages, as JSON (a fresh dict the caller may change).
+
+        The loop sends the same model, system and tool objects on every call, so their JSON
+        is dumped once and copied after that.
+        """
+        if self.model_extra:
+            return self._dump_fixed_part()
+        key = (self.model, self.max_tokens, frozenset(self.model_fields_set))
+        known = _FIXED_PARTS.get(key)
+        if known is not None and known[0] is self.system and known[1] is self.tools:
+            return dict(known[2])
+        dumped = self._dump_fixed_part()
+        if len(_FIXED_PARTS) >= _FIXED_PARTS_LIMIT:
+            _FIXED_PARTS.clear()
+        _FIXED_PARTS[key] = (self.system, self.tools, dumped)
+        return dict(dumped)
+
+    def _dump_fixed_part(self) -> JsonObject:
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"messages"})
+
     def count_tokens_body(self) -> JsonObject:
         """The body for ``/v1/messages/count_tokens`` (no ``max_tokens`` there)."""
         body = self.api_body()
         body.pop("max_tokens", None)
         return body
+
+
+# The JSON of recent fixed parts, per (model, max_tokens, fields given), with the system
+# and tool objects it was dumped from (strong references: their ids cannot be reused).
+# Its values are shared: only copies leave it.
+_FIXED_PARTS: dict[tuple[object, ...], tuple[object, object, JsonObject]] = {}
+_FIXED_PARTS_LIMIT = 64
 
 
 StopReason = Literal[

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeGuard
 
 from shared.compaction.validate import MAX_BREAKPOINTS, count_breakpoints
@@ -56,6 +56,7 @@ from shared.core.messages import (
 )
 from shared.middleware.base import Assembly, Handler, ModelCall
 from shared.tokens.base import Estimator
+from shared.tokens.measure import FixedEstimate
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,12 @@ class CachePolicy:
 
     min_tokens: int = 0
     estimator: Estimator | None = None
+    # The fixed part's estimate, remembered across calls (made from ``estimator``).
+    fixed: FixedEstimate | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.estimator is not None and self.fixed is None:
+            object.__setattr__(self, "fixed", FixedEstimate(self.estimator))
 
 
 class PromptCacheMiddleware:
@@ -131,7 +138,7 @@ def place_breakpoints(
     """A copy of ``request`` with the breakpoints set, as far as the limit allows."""
     policy = policy or CachePolicy()
     budget = MAX_BREAKPOINTS - count_breakpoints(request) - _automatic(request)
-    sizes = _PrefixSizes(request, policy.estimator)
+    sizes = _PrefixSizes(request, policy)
     chosen: list[_Target] = []
     for target in _targets(request, stable_system_index, summary_message, changed_from):
         if len(chosen) >= budget:
@@ -222,9 +229,10 @@ def _blocks_between(
 class _PrefixSizes:
     """Whether the prefix through a target reaches the minimum cacheable length."""
 
-    def __init__(self, request: Request, estimator: Estimator | None) -> None:
+    def __init__(self, request: Request, policy: CachePolicy) -> None:
         self.request = request
-        self.estimator = estimator
+        self.estimator = policy.estimator
+        self.fixed_estimate = policy.fixed
         self._fixed: int | None = None
 
     def reaches(self, target: _Target, minimum: int) -> bool:
@@ -236,8 +244,12 @@ class _PrefixSizes:
         if self.estimator is None or minimum <= 0:
             return True
         if self._fixed is None:
-            self._fixed = self.estimator.estimate_request(
-                self.request.model_copy(update={"messages": ()})
+            self._fixed = (
+                self.fixed_estimate(self.request)
+                if self.fixed_estimate is not None
+                else self.estimator.estimate_request(
+                    self.request.model_copy(update={"messages": ()})
+                )
             )
         total = self._fixed
         where = target[0]
@@ -255,10 +267,7 @@ def _marked(request: Request, chosen: Sequence[_Target]) -> Request:
     update: dict[str, object] = {}
     system_marks = {index for where, index in chosen if where == "system"}
     if system_marks:
-        system = request.system_blocks()
-        update["system"] = tuple(
-            _with_marker(block) if n in system_marks else block for n, block in enumerate(system)
-        )
+        update["system"] = _marked_system(request.system_blocks(), frozenset(system_marks))
     by_message: dict[int, set[int]] = {}
     for where, index in chosen:
         if isinstance(where, int):
@@ -275,6 +284,30 @@ def _marked(request: Request, chosen: Sequence[_Target]) -> Request:
 # that stays where it is (the summary message, a bridge) is then the very same object
 # call after call, and nothing derived from it is redone.
 _MARKED: IdentityCache[Message, dict[frozenset[int], Message]] = IdentityCache()
+
+
+# The marked system blocks, per system tuple (held, so its id stays its own) and marks:
+# the loop sends the same system on every call, so the marked copy, and the JSON dumped
+# from it, are made once.
+_MARKED_SYSTEMS: dict[
+    tuple[int, frozenset[int]], tuple[tuple[TextBlock, ...], tuple[TextBlock, ...]]
+] = {}
+_MARKED_SYSTEMS_LIMIT = 64
+
+
+def _marked_system(system: tuple[TextBlock, ...], marks: frozenset[int]) -> tuple[TextBlock, ...]:
+    key = (id(system), marks)
+    known = _MARKED_SYSTEMS.get(key)
+    if known is not None and known[0] is system:
+        return known[1]
+    marked = tuple(
+        b.model_copy(update={"cache_control": EPHEMERAL}) if n in marks else b
+        for n, b in enumerate(system)
+    )
+    if len(_MARKED_SYSTEMS) >= _MARKED_SYSTEMS_LIMIT:
+        _MARKED_SYSTEMS.clear()
+    _MARKED_SYSTEMS[key] = (system, marked)
+    return marked
 
 
 def _mark_blocks(message: Message, positions: frozenset[int]) -> Message:

@@ -100,6 +100,26 @@ def _count_within(
     return counted, ""
 
 
+class FixedEstimate:
+    """The estimate of a request's fixed part (system, tools, framing), remembered.
+
+    The loop sends the same system and tool objects on every call of every session, so
+    the figure is worked out once and answered by identity after that.
+    """
+
+    def __init__(self, estimator: Estimator) -> None:
+        self.estimator = estimator
+        self._known: tuple[object, object, int] | None = None
+
+    def __call__(self, request: Request) -> int:
+        known = self._known
+        if known is not None and known[0] is request.system and known[1] is request.tools:
+            return known[2]
+        tokens = self.estimator.estimate_request(request.model_copy(update={"messages": ()}))
+        self._known = (request.system, request.tools, tokens)
+        return tokens
+
+
 class RequestEstimate:
     """One session's estimate of its successive requests, paying only for what changed.
 
@@ -113,21 +133,7 @@ class RequestEstimate:
         self._messages: tuple[Message, ...] = ()
         self._tokens: list[int] = []
         self._sum = 0
-        # The fixed part last estimated: (system, tools, tokens), by identity.
-        self._fixed: tuple[object, object, int] | None = None
-
-    def fixed(self, request: Request) -> int:
-        """What the request costs before its messages.
-
-        The same system and tool objects (the loop's fixed part, call after call) give the
-        figure already worked out.
-        """
-        known = self._fixed
-        if known is not None and known[0] is request.system and known[1] is request.tools:
-            return known[2]
-        tokens = self.estimator.estimate_request(request.model_copy(update={"messages": ()}))
-        self._fixed = (request.system, request.tools, tokens)
-        return tokens
+        self.fixed = FixedEstimate(estimator)
 
     def __call__(self, request: Request) -> int:
         messages = request.messages
