@@ -84,6 +84,7 @@ class Hango:
     history: list[dict[str, Any]]
     provider: ScriptedProvider = field(default_factory=lambda: ScriptedProvider())
     agent: Agent | None = None
+    prompt_caching: bool = True
 
     def settings(self) -> Any:
         return load_settings(
@@ -97,7 +98,7 @@ class Hango:
         # Caching prompts, as the Anthropic provider does: the breakpoints are placed on
         # every call, as in production.
         self.provider = ScriptedProvider(
-            fallback=instant_reply, capabilities=Capabilities(prompt_caching=True)
+            fallback=instant_reply, capabilities=Capabilities(prompt_caching=self.prompt_caching)
         )
         # The peers' system prompt; the tools are hango's own (file tools, history tools).
         system = (TextBlock(text=peers.system_prompt()),)
@@ -204,12 +205,14 @@ def peer_steps(calls: dict[str, Callable[[], object]]) -> dict[str, Step]:
     return {name: ((lambda: None), call) for name, call in calls.items()}
 
 
-def measure(size: int, repeats: int, root: Path) -> dict[str, float]:
+def measure(size: int, repeats: int, root: Path, caching: bool = True) -> dict[str, float]:
     """Median milliseconds of every call at one size."""
     history = peers.synthetic_history(size)
     medians: dict[str, float] = {}
     with peers.no_network():
-        steady_hango = Hango(root / f"steady-{size}", STEADY_WINDOW, history)
+        steady_hango = Hango(
+            root / f"steady-{size}", STEADY_WINDOW, history, prompt_caching=caching
+        )
         steady_hango.root.mkdir(parents=True)
         steps = {"hango steady call + api_body": steady(steady_hango)}
         steps["json.dumps of the body"] = dumps_of(steady_hango)
@@ -217,7 +220,7 @@ def measure(size: int, repeats: int, root: Path) -> dict[str, float]:
         steps.update(peer_steps(peers.peer_steady_calls(history)))
         medians.update(_medians(interleave(steps, repeats)))
         window = peers.COMPACT_WINDOW
-        compact_hango = Hango(root / f"compact-{size}", window, history)
+        compact_hango = Hango(root / f"compact-{size}", window, history, prompt_caching=caching)
         compact_hango.root.mkdir(parents=True)
         steps = {"hango compacting call + api_body": compacting(compact_hango)}
         compact_peers = peers.peer_compacting_calls(history)
@@ -256,6 +259,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=list(peers.SIZES))
     parser.add_argument("--repeats", type=int, default=peers.REPEATS)
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument(
+        "--no-prompt-cache",
+        action="store_true",
+        help="a provider that does not cache prompts (no breakpoints placed), as before",
+    )
     args = parser.parse_args(argv)
     try:
         import deepagents  # noqa: F401
@@ -266,7 +274,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     results: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for size in args.sizes:
-            results[size] = measure(size, args.repeats, Path(scratch))
+            results[size] = measure(
+                size, args.repeats, Path(scratch), caching=not args.no_prompt_cache
+            )
             print(f"\n{size} messages (CPU ms, median of {args.repeats} interleaved rounds)")
             for name, value in results[size].items():
                 print(f"  {name:<56} {value:>10.2f}")
