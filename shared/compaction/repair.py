@@ -295,7 +295,9 @@ class SendableCopy:
 
     def _extends(self, stored: Sequence[StoredMessage], head: Message | None, start: int) -> bool:
         """Whether ``stored[start:]`` begins with exactly the messages seen so far."""
-        if head is not self._head or start != self._start:
+        # A new turn reads its record back from the store, so its head message is a new
+        # object equal to the one the copy holds: the copy goes on with the one it has.
+        if start != self._start or (head is not self._head and head != self._head):
             return False
         seen = len(self._seen)
         if len(stored) < start + seen:

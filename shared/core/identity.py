@@ -276,6 +276,9 @@ def _follow(
         values = [compute(item) for item in sequence]
         total = sum(values) if totals else None
     else:
+        # Out of the family while it is brought up to date in place: should ``compute``
+        # raise half-way, the next call starts afresh instead of reading a half-edited list.
+        del family[key]
         previous, values, total = last
         changed = changed_positions(previous, sequence)
         if totals:

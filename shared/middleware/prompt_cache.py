@@ -79,11 +79,11 @@ class CachePolicy:
 
     min_tokens: int = 0
     estimator: Estimator | None = None
-    # The fixed part's estimate, remembered across calls (made from ``estimator``).
-    fixed: FixedEstimate | None = field(default=None, compare=False)
+    # The fixed part's estimate, remembered across calls (always made from ``estimator``).
+    fixed: FixedEstimate | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.estimator is not None and self.fixed is None:
+        if self.estimator is not None:
             object.__setattr__(self, "fixed", FixedEstimate(self.estimator))
 
 
@@ -256,8 +256,9 @@ class _PrefixSizes:
         if where == "system" or not isinstance(where, int) or total >= minimum:
             return total >= minimum
         estimate = self.estimator.estimate_message
-        for message in self.request.messages[: where + 1]:
-            total += estimate(message)
+        messages = self.request.messages
+        for index in range(min(where + 1, len(messages))):  # no slice: no copy of the history
+            total += estimate(messages[index])
             if total >= minimum:
                 return True
         return False

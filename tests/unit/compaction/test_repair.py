@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from shared.compaction.repair import EMPTY_PLACEHOLDER, MISSING_RESULT, SendableCopy, sendable
+from shared.compaction.repair import (
+    EMPTY_PLACEHOLDER,
+    MISSING_RESULT,
+    SendableCopy,
+    merge_consecutive,
+    sendable,
+)
 from shared.compaction.validate import validate_messages
 from shared.core.messages import (
     CacheControl,
@@ -130,3 +136,25 @@ def test_the_incremental_copy_makes_reused_ids_unique_like_the_whole_one() -> No
     for end in range(1, len(stored) + 1):
         grown, _ = copy.update(stored[:end])
         assert grown == sendable(messages[:end])
+
+
+def test_a_head_read_back_from_the_store_does_not_restart_the_copy() -> None:
+    """A new turn reads its compaction record back, so its head is a new, equal object:
+    the copy goes on (the same objects, a lineage step), not rebuilt from scratch."""
+    head = Message(role="user", content="[summary of messages 1-4]")
+    messages = _reused_id_transcript()
+    stored = [StoredMessage(seq=i + 1, turn=1, message=m) for i, m in enumerate(messages)]
+    copy = SendableCopy()
+    first, seqs = copy.update(stored, head, 1)  # kept from the first assistant message
+    again = Message.model_validate(head.to_api())
+    assert again == head and again is not head
+    reply = Message(role="assistant", content="next")
+    grown = [*stored, StoredMessage(seq=len(stored) + 1, turn=2, message=reply)]
+    second, _ = copy.update(grown, again, 1)
+    assert second[0] is head
+    assert all(a is b for a, b in zip(first, second, strict=False))
+    assert second == (head, *sendable(merge_consecutive(grown[1:])[0]))
+    assert tuple(seqs) == (None, *(m.seq for m in stored[1:]))
+    different = Message(role="user", content="[another summary]")
+    third, _ = copy.update(grown, different, 1)
+    assert third[0] is different  # another record: the copy starts over

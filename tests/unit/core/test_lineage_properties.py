@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -142,3 +143,24 @@ def test_a_derived_tuple_pickles_as_a_plain_one() -> None:
     again = pickle.loads(pickle.dumps(made))
     assert type(again) is tuple
     assert again == (Item(1), Item(2))
+
+
+def test_a_compute_that_fails_half_way_leaves_no_half_edited_memo() -> None:
+    """A memo updated in place must not survive an exception in the middle of it."""
+    first = derived(tuple(Item(n) for n in range(5)), None)
+    assert per_position(first, "ten", lambda i: i.value * 10) == [0, 10, 20, 30, 40]
+    assert position_total(first, "sum", lambda i: i.value) == 10
+    shorter = replaced(derived(first[:3], first, ()), {0: Item(7), 1: Item(8)})
+
+    def failing(item: Item) -> int:
+        if item.value == 8:
+            raise MemoryError("half-way")
+        return item.value
+
+    with pytest.raises(MemoryError):
+        per_position(shorter, "ten", failing)
+    with pytest.raises(MemoryError):
+        position_total(shorter, "sum", failing)
+    longer = derived((*first, Item(5)), first, ())
+    assert per_position(longer, "ten", lambda i: i.value * 10) == [0, 10, 20, 30, 40, 50]
+    assert position_total(longer, "sum", lambda i: i.value) == 15
