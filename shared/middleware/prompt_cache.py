@@ -232,8 +232,7 @@ class _PrefixSizes:
     def __init__(self, request: Request, policy: CachePolicy) -> None:
         self.request = request
         self.estimator = policy.estimator
-        self.fixed_estimate = policy.fixed
-        self._fixed: int | None = None
+        self.fixed_estimate = policy.fixed  # set whenever there is an estimator
 
     def reaches(self, target: _Target, minimum: int) -> bool:
         """Estimated tokens through ``target`` >= ``minimum`` (always, without an estimator).
@@ -241,17 +240,9 @@ class _PrefixSizes:
         Adds messages from the start only until the minimum is reached: a few thousand
         tokens, a handful of messages however long the history.
         """
-        if self.estimator is None or minimum <= 0:
+        if self.estimator is None or self.fixed_estimate is None or minimum <= 0:
             return True
-        if self._fixed is None:
-            self._fixed = (
-                self.fixed_estimate(self.request)
-                if self.fixed_estimate is not None
-                else self.estimator.estimate_request(
-                    self.request.model_copy(update={"messages": ()})
-                )
-            )
-        total = self._fixed
+        total = self.fixed_estimate(self.request)
         where = target[0]
         if where == "system" or not isinstance(where, int) or total >= minimum:
             return total >= minimum
