@@ -298,6 +298,31 @@ def _follow(
     return values, total
 
 
+class HeldMemo(Generic[V]):
+    """Values made from objects that need not be weak-referenceable (tuples), by identity.
+
+    Each entry holds its objects, so their ids cannot be reused while it lives; an entry
+    counts only when the very same objects are asked about again. At ``limit`` entries
+    the memo starts afresh: it serves the few fixed parts a process sends on every call.
+    """
+
+    def __init__(self, limit: int = 64) -> None:
+        self._limit = limit
+        self._entries: dict[tuple[object, ...], tuple[tuple[object, ...], V]] = {}
+
+    def get(self, objects: tuple[object, ...], key: tuple[object, ...], make: Callable[[], V]) -> V:
+        """The value for these very ``objects`` under ``key``, made once."""
+        ids = (*map(id, objects), *key)
+        entry = self._entries.get(ids)
+        if entry is not None and all(a is b for a, b in zip(entry[0], objects, strict=True)):
+            return entry[1]
+        value = make()
+        if len(self._entries) >= self._limit:
+            self._entries.clear()
+        self._entries[ids] = (objects, value)
+        return value
+
+
 class RecentlyUsed(Generic[V]):
     """Per-key state for the ``limit`` most recently used keys (sessions, in practice).
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from shared.core.identity import IdentityCache, per_position
+from shared.core.identity import HeldMemo, IdentityCache, per_position
 
 JsonObject = dict[str, Any]
 
@@ -252,14 +252,7 @@ class Request(WireModel):
         if self.model_extra:
             return self._dump_fixed_part()
         key = (self.model, self.max_tokens, frozenset(self.model_fields_set))
-        known = _FIXED_PARTS.get(key)
-        if known is not None and known[0] is self.system and known[1] is self.tools:
-            return dict(known[2])
-        dumped = self._dump_fixed_part()
-        if len(_FIXED_PARTS) >= _FIXED_PARTS_LIMIT:
-            _FIXED_PARTS.clear()
-        _FIXED_PARTS[key] = (self.system, self.tools, dumped)
-        return dict(dumped)
+        return dict(_FIXED_PARTS.get((self.system, self.tools), key, self._dump_fixed_part))
 
     def _dump_fixed_part(self) -> JsonObject:
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"messages"})
@@ -271,11 +264,9 @@ class Request(WireModel):
         return body
 
 
-# The JSON of recent fixed parts, per (model, max_tokens, fields given), with the system
-# and tool objects it was dumped from (strong references: their ids cannot be reused).
-# Its values are shared: only copies leave it.
-_FIXED_PARTS: dict[tuple[object, ...], tuple[object, object, JsonObject]] = {}
-_FIXED_PARTS_LIMIT = 64
+# The JSON of recent fixed parts, per system and tool objects and (model, max_tokens,
+# fields given). Its values are shared: only copies leave it.
+_FIXED_PARTS: HeldMemo[JsonObject] = HeldMemo()
 
 
 StopReason = Literal[

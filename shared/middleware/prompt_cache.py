@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TypeGuard
 
 from shared.compaction.validate import MAX_BREAKPOINTS, count_breakpoints
-from shared.core.identity import IdentityCache, replaced
+from shared.core.identity import HeldMemo, IdentityCache, replaced
 from shared.core.messages import (
     CacheControl,
     ContentBlock,
@@ -278,28 +278,19 @@ def _marked(request: Request, chosen: Sequence[_Target]) -> Request:
 _MARKED: IdentityCache[Message, dict[frozenset[int], Message]] = IdentityCache()
 
 
-# The marked system blocks, per system tuple (held, so its id stays its own) and marks:
-# the loop sends the same system on every call, so the marked copy, and the JSON dumped
-# from it, are made once.
-_MARKED_SYSTEMS: dict[
-    tuple[int, frozenset[int]], tuple[tuple[TextBlock, ...], tuple[TextBlock, ...]]
-] = {}
-_MARKED_SYSTEMS_LIMIT = 64
+# The marked system blocks, per system tuple and marks: the loop sends the same system on
+# every call, so the marked copy, and the JSON dumped from it, are made once.
+_MARKED_SYSTEMS: HeldMemo[tuple[TextBlock, ...]] = HeldMemo()
 
 
 def _marked_system(system: tuple[TextBlock, ...], marks: frozenset[int]) -> tuple[TextBlock, ...]:
-    key = (id(system), marks)
-    known = _MARKED_SYSTEMS.get(key)
-    if known is not None and known[0] is system:
-        return known[1]
-    marked = tuple(
-        b.model_copy(update={"cache_control": EPHEMERAL}) if n in marks else b
-        for n, b in enumerate(system)
-    )
-    if len(_MARKED_SYSTEMS) >= _MARKED_SYSTEMS_LIMIT:
-        _MARKED_SYSTEMS.clear()
-    _MARKED_SYSTEMS[key] = (system, marked)
-    return marked
+    def mark() -> tuple[TextBlock, ...]:
+        return tuple(
+            b.model_copy(update={"cache_control": EPHEMERAL}) if n in marks else b
+            for n, b in enumerate(system)
+        )
+
+    return _MARKED_SYSTEMS.get((system,), (marks,), mark)
 
 
 def _mark_blocks(message: Message, positions: frozenset[int]) -> Message:
