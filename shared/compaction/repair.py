@@ -285,7 +285,7 @@ class SendableCopy:
             redo_from = self._extend(stored[start + seen :])
             parent = self._messages or None
             changed = range(redo_from, len(parent or ()))
-            self._messages = derived(tuple(self._repaired), parent, changed)
+            self._messages = derived(self._repaired, parent, changed)
         return self._messages, Prefix(self._seqs, len(self._messages))
 
     @property

@@ -259,7 +259,7 @@ class TruncationLedger:
             return TruncationResult(self._messages, 0)
         copy = self._forms[:end]
         copy.extend(self._messages[end:])
-        made = derived(tuple(copy), *self._lineage(end))
+        made = derived(copy, *self._lineage(end))
         self._last = (made, end, self._messages)
         return TruncationResult(made, count)
 

@@ -114,7 +114,8 @@ def derived(
 
     With ``parent`` ``None`` the tuple starts a lineage of its own.
     """
-    made = Derived(items)
+    # From an exact tuple the subclass copies once; from a list it would copy twice.
+    made = Derived(_as_tuple(items))
     made.changed = tuple(changed)
     if parent is None:
         made.parent, made.family = None, {}

@@ -10,6 +10,7 @@ per-position memos must give what computing every position gives.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -72,14 +73,21 @@ def step(history: list[tuple[Item, ...]], action: str, pick: int, size: int) -> 
     return tuple(latest) + tuple(fresh)  # a plain tuple: no lineage
 
 
+def run(start: list[int], plan: list[tuple[str, int, int]]) -> Iterator[tuple[Item, ...]]:
+    """The first sequence, then each one the plan derives, in order."""
+    history: list[tuple[Item, ...]] = [derived(tuple(Item(v) for v in start), None)]
+    yield history[0]
+    for action, pick, size in plan:
+        history.append(step(history, action, pick, size))
+        yield history[-1]
+
+
 @settings(deadline=None, max_examples=examples(300))
 @given(st.lists(st.integers(0, 9), max_size=12), operations)
 def test_changed_positions_along_a_lineage_equals_the_comparison(
     start: list[int], plan: list[tuple[str, int, int]]
 ) -> None:
-    history: list[tuple[Item, ...]] = [derived(tuple(Item(v) for v in start), None)]
-    for action, pick, size in plan:
-        history.append(step(history, action, pick, size))
+    history = list(run(start, plan))
     for old in history[-(MAX_HOPS + 3) :]:
         for new in history[-(MAX_HOPS + 3) :]:
             assert changed_positions(old, new) == by_hand(tuple(old), tuple(new))
@@ -90,9 +98,9 @@ def test_changed_positions_along_a_lineage_equals_the_comparison(
 def test_per_position_memos_equal_the_full_computation(
     start: list[int], plan: list[tuple[str, int, int]]
 ) -> None:
-    history: list[tuple[Item, ...]] = [derived(tuple(Item(v) for v in start), None)]
-    for action, pick, size in plan:
-        latest = step(history, action, pick, size)
+    history: list[tuple[Item, ...]] = []
+    picks = [0, *(pick for _, pick, _ in plan)]
+    for latest, pick in zip(run(start, plan), picks, strict=True):
         history.append(latest)
         # Asked in an order that also goes back to an earlier sequence now and then.
         for sequence in (latest, history[-1 - pick % min(3, len(history))]):
