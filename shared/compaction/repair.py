@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from shared.core.collection import Prefix
-from shared.core.identity import derived
+from shared.core.identity import Derived, derived, edited
 from shared.core.messages import (
     ContentBlock,
     Message,
@@ -265,14 +265,14 @@ class SendableCopy:
         self._seqs: list[int | None] = [] if head is None else [None]
         self._repaired: list[Message] = [] if head is None else [head]
         self._ids = _UsedIds()
-        self._messages: tuple[Message, ...] = ()
+        self._messages: Derived | tuple[()] = ()
 
     def update(
         self,
         stored: Sequence[StoredMessage],
         head: Message | None = None,
         start: int = 0,
-    ) -> tuple[tuple[Message, ...], Sequence[int | None]]:
+    ) -> tuple[Sequence[Message], Sequence[int | None]]:
         """The outgoing messages and, beside each, its store sequence number (the head: None).
 
         The numbers are a view that later calls do not change (:class:`Prefix`).
@@ -283,9 +283,11 @@ class SendableCopy:
         seen = len(self._seen)
         if start + seen < len(stored) or not self._messages:
             redo_from = self._extend(stored[start + seen :])
-            parent = self._messages or None
-            changed = range(redo_from, len(parent or ()))
-            self._messages = derived(self._repaired, parent, changed)
+            if self._messages:
+                tail = self._repaired[redo_from:]
+                self._messages = edited(self._messages, {}, keep=redo_from, tail=tail)
+            else:
+                self._messages = derived(self._repaired, None)
         return self._messages, Prefix(self._seqs, len(self._messages))
 
     @property

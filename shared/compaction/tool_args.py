@@ -22,12 +22,12 @@ from __future__ import annotations
 import json
 import re
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from shared.core.identity import changed_positions, derived
+from shared.core.identity import Derived, changed_positions, derived, edited
 from shared.core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from shared.tokens.base import Estimator
 
@@ -47,7 +47,7 @@ class TruncationResult:
     ``messages`` is the very input tuple when nothing was shortened (``truncated == 0``).
     """
 
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
     truncated: int
 
     @property
@@ -212,16 +212,16 @@ class TruncationLedger:
         self.estimator = estimator
         self.memo = memo if memo is not None else TruncationMemo()
         self.preview_chars = preview_chars
-        self._messages: tuple[Message, ...] = ()
+        self._messages: Sequence[Message] = ()
         self._forms: list[Message] = []
         self._blocks = RunningSums()
         self._saved = RunningSums()
         # The input before the latest update and the positions that update changed.
-        self._moved: tuple[tuple[Message, ...], list[int]] = ((), [])
+        self._moved: tuple[Sequence[Message], list[int]] = ((), [])
         # The latest truncated copy: its messages, the cut and the input it was made from.
-        self._last: tuple[tuple[Message, ...], int, tuple[Message, ...]] | None = None
+        self._last: tuple[Derived, int, Sequence[Message]] | None = None
 
-    def update(self, messages: tuple[Message, ...]) -> None:
+    def update(self, messages: Sequence[Message]) -> None:
         """Follow the new outgoing copy: positions whose message changed are redone."""
         known = min(len(self._forms), len(messages))
         del self._forms[known:]
@@ -257,13 +257,25 @@ class TruncationLedger:
         count = self.blocks_cut(0, end)
         if count == 0:
             return TruncationResult(self._messages, 0)
-        copy = self._forms[:end]
-        copy.extend(self._messages[end:])
-        made = derived(copy, *self._lineage(end))
+        made = self._copy(end)
         self._last = (made, end, self._messages)
         return TruncationResult(made, count)
 
-    def _lineage(self, end: int) -> tuple[tuple[Message, ...] | None, list[int]]:
+    def _copy(self, end: int) -> Derived:
+        """The truncated forms below ``end``, the messages from there, made in what changed."""
+        messages, forms = self._messages, self._forms
+        parent, changes = self._lineage(end)
+        if parent is None:
+            return derived([*forms[:end], *messages[end:]], None)
+        keep = min(len(parent), len(messages))
+        return edited(
+            parent,
+            {i: forms[i] if i < end else messages[i] for i in changes if i < keep},
+            keep=keep,
+            tail=[forms[i] if i < end else messages[i] for i in range(keep, len(messages))],
+        )
+
+    def _lineage(self, end: int) -> tuple[Derived | None, list[int]]:
         """The previous truncated copy and where this one may differ from it, if known.
 
         Below the cut a position holds the form of its message, which changes only with

@@ -9,11 +9,12 @@ what was appended.
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -88,23 +89,141 @@ _LEAF = 16
 MAX_HOPS = 6
 
 
-class Derived(tuple):  # type: ignore[type-arg]
-    """A tuple that remembers the tuple it was made from and where it may differ from it.
+# A :class:`Derived` keeps its elements in chunks of ``_CHUNK`` (all full but the last), so
+# a copy that replaces a few positions or appends a few elements shares every other chunk
+# with the sequence it was made from: making it costs the chunks it touches plus one copy
+# of the list of chunks, not a copy of a long session's whole history.
+_SHIFT = 6
+_CHUNK = 1 << _SHIFT
+_MASK = _CHUNK - 1
+
+
+class Derived(Sequence[Any]):
+    """An immutable sequence that remembers the one it was made from and where it differs.
 
     ``changed`` lists the positions below ``len(parent)`` whose element may not be the
     parent's; every other position below that length holds the parent's very object (or
     one equal to it: what is derived from a wire object depends on its content only).
     Positions past the parent's end are new. ``family`` is shared along the lineage: what
     is derived per position of its latest member is kept there (:func:`per_position`).
-    Pickles as a plain tuple (the lineage is a memo, not data).
+
+    Behaves as the tuple of its elements: equal to it and hashed like it, sliced and
+    concatenated into tuples, and pickled (and copied) as one (the lineage is a memo,
+    not data).
     """
 
-    parent: tuple[Any, ...] | None
+    __slots__ = ("_chunks", "_length", "changed", "family", "parent")
+
+    parent: Sequence[Any] | None
     changed: tuple[int, ...]
     family: dict[str, Any]
 
+    def __init__(self, chunks: tuple[tuple[Any, ...], ...], length: int) -> None:
+        self._chunks = chunks
+        self._length = length
+
+    @classmethod
+    def of(cls, items: Sequence[Any]) -> Derived:
+        """``items`` chunked, in a lineage of their own."""
+        flat = items if isinstance(items, tuple) else tuple(items)
+        made = cls(tuple(flat[i : i + _CHUNK] for i in range(0, len(flat), _CHUNK)), len(flat))
+        made.parent, made.changed, made.family = None, (), {}
+        return made
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Any, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return self._slice(index)
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("Derived index out of range")
+        return self._chunks[index >> _SHIFT][index & _MASK]
+
+    def _slice(self, index: slice) -> tuple[Any, ...]:
+        start, stop, stride = index.indices(self._length)
+        if stride != 1:
+            return tuple(self)[index]
+        if start >= stop:
+            return ()
+        first, last = start >> _SHIFT, (stop - 1) >> _SHIFT
+        chunks = self._chunks
+        if first == last:
+            return chunks[first][start & _MASK : ((stop - 1) & _MASK) + 1]
+        return tuple(
+            itertools.chain(
+                chunks[first][start & _MASK :],
+                itertools.chain.from_iterable(chunks[first + 1 : last]),
+                chunks[last][: ((stop - 1) & _MASK) + 1],
+            )
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        return itertools.chain.from_iterable(self._chunks)
+
+    def __reversed__(self) -> Iterator[Any]:
+        return iter(tuple(self)[::-1])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Derived):
+            # One layout per content (full chunks but the last): shared chunks compare at once.
+            return self._length == other._length and self._chunks == other._chunks
+        if isinstance(other, tuple):
+            return self._length == len(other) and tuple(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __add__(self, other: object) -> tuple[Any, ...]:
+        if isinstance(other, Derived | tuple):
+            return (*self, *other)
+        return NotImplemented
+
+    def __radd__(self, other: object) -> tuple[Any, ...]:
+        if isinstance(other, tuple):
+            return (*other, *self)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (tuple, (tuple(self),))
+
+    def edited(
+        self, replacements: Mapping[int, Any], keep: int | None = None, tail: Sequence[Any] = ()
+    ) -> tuple[tuple[tuple[Any, ...], ...], int]:
+        """The chunks of ``self[:keep]`` with ``replacements`` made in it, then ``tail``."""
+        keep = self._length if keep is None else keep
+        chunks = list(self._chunks[: (keep + _MASK) >> _SHIFT])
+        if keep & _MASK:
+            chunks[-1] = chunks[-1][: keep & _MASK]
+        by_chunk: dict[int, list[tuple[int, Any]]] = {}
+        for index, item in replacements.items():
+            if not 0 <= index < keep:
+                raise IndexError(f"replacement position {index} outside 0..{keep - 1}")
+            by_chunk.setdefault(index >> _SHIFT, []).append((index & _MASK, item))
+        for number, items in by_chunk.items():
+            chunk = list(chunks[number])
+            for offset, item in items:
+                chunk[offset] = item
+            chunks[number] = tuple(chunk)
+        added = tail if isinstance(tail, tuple) else tuple(tail)
+        if added and chunks and len(chunks[-1]) < _CHUNK:
+            room = _CHUNK - len(chunks[-1])
+            chunks[-1] += added[:room]
+            added = added[room:]
+        chunks.extend(added[i : i + _CHUNK] for i in range(0, len(added), _CHUNK))
+        return tuple(chunks), keep + len(tail)
 
 
 def derived(
@@ -112,26 +231,54 @@ def derived(
 ) -> Derived:
     """``items`` as a :class:`Derived` of ``parent``, differing at most at ``changed``.
 
-    With ``parent`` ``None`` the tuple starts a lineage of its own.
+    With ``parent`` ``None`` the sequence starts a lineage of its own. Costs a copy of
+    ``items``; :func:`edited` makes a copy from its parent in what changed.
     """
-    # From an exact tuple the subclass copies once; from a list it would copy twice.
-    made = Derived(_as_tuple(items))
-    made.changed = tuple(changed)
-    if parent is None:
-        made.parent, made.family = None, {}
-        return made
-    made.parent = _as_tuple(parent)
-    made.family = parent.family if isinstance(parent, Derived) else {}
-    _cut_beyond(made)
+    made = Derived.of(items)
+    if parent is not None:
+        _link(made, parent, tuple(changed))
+    return made
+
+
+def edited(
+    parent: Sequence[Any],
+    replacements: Mapping[int, Any],
+    keep: int | None = None,
+    tail: Sequence[Any] = (),
+) -> Derived:
+    """``parent[:keep]`` (all of it by default) with the elements at some positions
+    replaced, then ``tail``: a :class:`Derived` of ``parent``, made in what changed."""
+    keep = len(parent) if keep is None else keep
+    if not 0 <= keep <= len(parent):
+        raise IndexError(f"keep {keep} outside 0..{len(parent)}")
+    length = keep + len(tail)
+    changed = sorted(
+        {i for i in replacements if i < keep} | set(range(keep, min(len(parent), length)))
+    )
+    if isinstance(parent, Derived):
+        made = Derived(*parent.edited(replacements, keep, tail))
+    else:
+        items = list(parent[:keep])
+        for index, item in replacements.items():
+            if not 0 <= index < keep:
+                raise IndexError(f"replacement position {index} outside 0..{keep - 1}")
+            items[index] = item
+        items.extend(tail)
+        made = Derived.of(items)
+    _link(made, parent, tuple(changed))
     return made
 
 
 def replaced(parent: Sequence[Any], replacements: Mapping[int, Any]) -> Derived:
     """``parent`` with the elements at some positions replaced, as a :class:`Derived`."""
-    items = list(parent)
-    for index, item in replacements.items():
-        items[index] = item
-    return derived(items, parent, sorted(replacements))
+    return edited(parent, replacements)
+
+
+def _link(made: Derived, parent: Sequence[Any], changed: tuple[int, ...]) -> None:
+    made.changed = changed
+    made.parent = _indexable(parent)
+    made.family = parent.family if isinstance(parent, Derived) else {}
+    _cut_beyond(made)
 
 
 def _cut_beyond(node: Derived) -> None:
@@ -150,7 +297,7 @@ def changed_positions(old: Sequence[Any], new: Sequence[Any]) -> list[int]:
     """
     if old is new:
         return []
-    old_t, new_t = _as_tuple(old), _as_tuple(new)
+    old_t, new_t = _indexable(old), _indexable(new)
     common = min(len(old_t), len(new_t))
     candidates = _lineage_candidates(old_t, new_t)
     if candidates is None:
@@ -166,11 +313,12 @@ def changed_positions(old: Sequence[Any], new: Sequence[Any]) -> list[int]:
     return changed
 
 
-def _as_tuple(items: Sequence[Any]) -> tuple[Any, ...]:
-    return items if isinstance(items, tuple) else tuple(items)  # a Derived stays itself
+def _indexable(items: Sequence[Any]) -> Sequence[Any]:
+    """``items`` as a sequence that keeps its elements (a list may change later)."""
+    return items if isinstance(items, tuple | Derived) else tuple(items)
 
 
-def _lineage_candidates(old: tuple[Any, ...], new: tuple[Any, ...]) -> set[int] | None:
+def _lineage_candidates(old: Sequence[Any], new: Sequence[Any]) -> set[int] | None:
     """The positions where ``new`` may differ from ``old``, if they share a lineage.
 
     Both are followed up to a common ancestor; positions changed along either path, and
@@ -191,10 +339,10 @@ def _lineage_candidates(old: tuple[Any, ...], new: tuple[Any, ...]) -> set[int] 
 
 
 def _ancestors(
-    start: tuple[Any, ...],
-) -> Iterator[tuple[tuple[Any, ...], tuple[set[int], int]]]:
+    start: Sequence[Any],
+) -> Iterator[tuple[Sequence[Any], tuple[set[int], int]]]:
     """``start`` and its ancestors, each with the changes and the floor on the way there."""
-    node: tuple[Any, ...] | None = start
+    node: Sequence[Any] | None = start
     changes: set[int] = set()
     floor = len(start)
     for _ in range(MAX_HOPS + 1):
@@ -208,7 +356,7 @@ def _ancestors(
         node = node.parent
 
 
-def _walk(old: tuple[Any, ...], new: tuple[Any, ...], lo: int, hi: int, out: list[int]) -> None:
+def _walk(old: Sequence[Any], new: Sequence[Any], lo: int, hi: int, out: list[int]) -> None:
     if lo >= hi or old[lo:hi] == new[lo:hi]:
         return
     if hi - lo <= _LEAF:

@@ -11,10 +11,18 @@ and unknown block types survive as :class:`OtherBlock`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SerializerFunctionWrapHandler,
+    Tag,
+    field_serializer,
+)
 
 from shared.core.identity import HeldMemo, IdentityCache, per_position
 
@@ -215,6 +223,13 @@ class Request(WireModel):
     messages: tuple[Message, ...]
     system: str | tuple[TextBlock, ...] | None = None
     tools: tuple[ToolDefinition, ...] | None = None
+
+    @field_serializer("messages", mode="wrap")
+    def _dump_messages(
+        self, messages: Sequence[Message], dump: SerializerFunctionWrapHandler
+    ) -> Any:
+        # The pipeline's outgoing copies are Derived sequences (identity.py), not tuples.
+        return dump(messages if isinstance(messages, tuple) else tuple(messages))
 
     def system_blocks(self) -> tuple[TextBlock, ...]:
         if self.system is None:

@@ -22,6 +22,7 @@ from shared.core.identity import (
     Derived,
     changed_positions,
     derived,
+    edited,
     per_position,
     position_total,
     replaced,
@@ -43,7 +44,9 @@ def by_hand(old: tuple[Item, ...], new: tuple[Item, ...]) -> list[int]:
 
 operations = st.lists(
     st.tuples(
-        st.sampled_from(["grow", "grow", "replace", "replace", "cut", "sibling", "plain"]),
+        st.sampled_from(
+            ["grow", "grow", "extend", "replace", "replace", "cut", "edit", "sibling", "plain"]
+        ),
         st.integers(min_value=0, max_value=1_000),
         st.integers(min_value=0, max_value=5),
     ),
@@ -58,6 +61,13 @@ def step(history: list[tuple[Item, ...]], action: str, pick: int, size: int) -> 
     if action == "grow":
         keep = max(0, len(latest) - 1)
         return derived((*latest[:keep], *fresh, Item(pick % 5)), latest, range(keep, len(latest)))
+    if action == "extend":  # as the outgoing copy grows: made from its parent's chunks
+        keep = max(0, len(latest) - 1)
+        return edited(latest, {}, keep=keep, tail=[*fresh, Item(pick % 5)])
+    if action == "edit" and latest:  # cut, a position replaced and grown at once
+        keep = pick % (len(latest) + 1)
+        changes = {pick % keep: Item(-pick)} if keep else {}
+        return edited(latest, changes, keep=keep, tail=fresh)
     if action == "replace" and latest:
         positions = {(pick + 3 * n) % len(latest) for n in range(size + 1)}
         # Sometimes an equal object in place of the old one: it counts as unchanged.
