@@ -26,7 +26,7 @@ from shared.compaction.repair import SendableCopy
 from shared.compaction.validate import RequestChecker
 from shared.core.collection import collection_paused
 from shared.core.errors import ContextOverflowError, InvalidInputError, InvalidRequestError
-from shared.core.identity import IdentityCache
+from shared.core.identity import IdentityCache, RecentlyUsed
 from shared.core.messages import (
     Message,
     Request,
@@ -83,6 +83,26 @@ class InputLimit:
 
 
 @dataclass
+class SessionMemory:
+    """What the loop keeps in memory of one session from call to call.
+
+    The session's stored messages (the very objects, so what is derived from them stays
+    remembered), the outgoing copy built from them and the last guard's checks of it. A
+    loop keeps this for its :data:`SESSIONS_REMEMBERED` most recently used sessions; a
+    session it forgot is read back from the store on its next turn.
+    """
+
+    transcript: list[StoredMessage] = field(default_factory=list)
+    copy: SendableCopy = field(default_factory=SendableCopy)
+    checker: RequestChecker = field(default_factory=RequestChecker)
+
+
+# One loop may serve many sessions for as long as its process lives: what it keeps per
+# session must not grow with every session it has ever seen.
+SESSIONS_REMEMBERED = 256
+
+
+@dataclass
 class TurnContext:
     """Everything one turn accumulates; owned by the loop."""
 
@@ -98,8 +118,10 @@ class TurnContext:
     # The turn's hold on its session: every append is fenced by it (None: not leased).
     lease: TurnLease | None = None
     usage: UsageTotals = field(default_factory=UsageTotals)
-    # Whether the loop's in-memory transcript of the session holds every stored message:
-    # read from the store once per turn, then kept in step by the turn's own appends.
+    # The loop's memory of the session, held for the whole turn.
+    memory: SessionMemory = field(default_factory=SessionMemory)
+    # Whether the memory's transcript holds every stored message: read from the store
+    # once per turn, then kept in step by the turn's own appends.
     in_step: bool = False
 
 
@@ -142,9 +164,7 @@ class AgentLoop:
         self.input_limit = input_limit
         prompt = tuple(block for block in system_prompt if block.text.strip())
         self.assembly: Assembly = assemble(self.chain, Assembly(system=prompt))
-        self._transcripts: dict[str, list[StoredMessage]] = {}
-        self._copies: dict[str, SendableCopy] = {}
-        self._checkers: dict[str, RequestChecker] = {}
+        self._memory: RecentlyUsed[SessionMemory] = RecentlyUsed(SESSIONS_REMEMBERED)
         self._heads: IdentityCache[CompactionRecord, Message] = IdentityCache()
         fixed: dict[str, object] = {}
         if self.assembly.system:  # an absent key, never "system": null
@@ -211,6 +231,7 @@ class AgentLoop:
             holder=StateHolder(run.state),
             input_tokens=session.last_input_tokens if session else 0,
             lease=lease,
+            memory=self._memory.get(session_id, SessionMemory),
         )
         log.warning("session %s: resuming turn %d, left unfinished", session_id, run.turn)
         with self.observer.turn(session_id, ctx.turn):
@@ -323,6 +344,7 @@ class AgentLoop:
             holder=StateHolder(state),
             # A turn whose every call fails keeps the last figure rather than writing 0.
             input_tokens=session.last_input_tokens if session else 0,
+            memory=self._memory.get(session_id, SessionMemory),
         )
 
     def append(self, ctx: TurnContext, message: Message) -> StoredMessage:
@@ -333,7 +355,7 @@ class AgentLoop:
         stored = self.store.append_message(
             ctx.session_id, ctx.turn, message, ctx.lease, estimate=estimate
         )
-        cached = self._transcripts.setdefault(ctx.session_id, [])
+        cached = ctx.memory.transcript
         if (cached[-1].seq if cached else 0) == stored.seq - 1:
             cached.append(stored)  # in step with the store: keep the very same object
         else:
@@ -409,7 +431,7 @@ class AgentLoop:
     ) -> ModelCall:
         """The request as the record says: ``[head] + stored messages from kept_from_seq``."""
         record = ctx.holder.state.latest
-        copy = self._copies.setdefault(ctx.session_id, SendableCopy())
+        copy = ctx.memory.copy
         head = self._heads.get(record, head_message) if record is not None else None
         # The first call of a process reads and repairs the whole session: a bulk build.
         with collection_paused():
@@ -445,7 +467,7 @@ class AgentLoop:
 
     def _send(self, ctx: TurnContext, call: ModelCall) -> Response:
         """The end of the chain: the last guard, then the provider."""
-        checker = self._checkers.setdefault(ctx.session_id, RequestChecker())
+        checker = ctx.memory.checker
         with collection_paused():  # the first check of a process covers every message
             violations = checker.validate(call.request)
         if violations:
@@ -474,7 +496,7 @@ class AgentLoop:
         else, and callers without one serialize their turns), so the turn's own appends
         keep the list complete without a query per call.
         """
-        cached = self._transcripts.setdefault(ctx.session_id, [])
+        cached = ctx.memory.transcript
         if ctx.in_step:
             return cached
         after = cached[-1].seq + 1 if cached else None

@@ -10,7 +10,7 @@ come from the configured estimator (:func:`estimated_sizes`). :func:`cache_json`
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from shared.core.messages import Request, Usage
@@ -96,8 +96,8 @@ class UsageTotals:
     def plus(self, usage: Usage, price: Price) -> UsageTotals:
         """These totals with one more call's ``usage`` (absent cache fields count as 0)."""
         split = CacheUsage.from_usage(usage)
-        return replace(
-            self,
+        # Built directly: dataclasses.replace looks the fields up again on every call.
+        return UsageTotals(
             calls=self.calls + 1,
             read_tokens=self.read_tokens + split.read,
             write_tokens=self.write_tokens + split.write,

@@ -73,11 +73,15 @@ class StateHolder:
         """
         if self.state is self._stored:
             return False
-        stored = self._stored
-        same_but_corrections = self.state.model_copy(
-            update={"token_corrections": stored.token_corrections}
+        state, stored = self.state, self._stored
+        if state.model_extra != stored.model_extra:
+            return True
+        # Field by field: unchanged fields hold the very same objects, compared at once.
+        return any(
+            getattr(state, name) != getattr(stored, name)
+            for name in type(state).model_fields
+            if name != "token_corrections"
         )
-        return same_but_corrections != stored
 
     def saved(self) -> None:
         """The store now has the current state."""
@@ -136,7 +140,9 @@ class ModelCall:
     changed_from: int | None = None
 
     def evolve(self, **changes: Any) -> ModelCall:
-        return dataclasses.replace(self, **changes)
+        # Every field is an init field: the instance's dict rebuilds it, for less than
+        # dataclasses.replace costs (it looks the fields up again), on every call.
+        return ModelCall(**{**self.__dict__, **changes})
 
     @property
     def summary_message_present(self) -> bool:
