@@ -64,14 +64,18 @@ class MemoryOffloader:
         return f"/conversation_history/{job.session_id}.md"
 
 
+_OK = (TextBlock(text="ok"),)
+
+
 def instant_reply(request: Request) -> Response:
-    """The model's answer, with usage (what a real response always carries)."""
-    return Response(
-        id="msg_bench",
-        model=request.model,
-        content=(TextBlock(text="ok"),),
-        stop_reason="end_turn",
-        usage=Usage(input_tokens=len(request.messages) * 450, output_tokens=1),
+    """The model's answer, with usage (what a real response always carries).
+
+    Built without validation: the model answers instantly, so what a reply costs to parse
+    belongs to the provider's side, which the peers' hooks do not pay either.
+    """
+    usage = Usage.model_construct(input_tokens=len(request.messages) * 450, output_tokens=1)
+    return Response.model_construct(
+        id="msg_bench", model=request.model, content=_OK, stop_reason="end_turn", usage=usage
     )
 
 

@@ -499,6 +499,9 @@ class RecentlyUsed(Generic[V]):
         self._items: OrderedDict[str, V] = OrderedDict()
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        return len(self._items)
+
     def get(self, key: str, make: Callable[[], V]) -> V:
         with self._lock:
             value = self._items.pop(key, None)
