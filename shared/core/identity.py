@@ -71,7 +71,7 @@ def _forget(entries: dict[int, tuple[weakref.ref[Any], Any]], key: int, ref: Any
 # message). What is derived per message is remembered for the previous copy and redone
 # only at the positions ``changed_positions`` returns.
 #
-# The sequences the pipeline builds say how they were made: a :class:`Derived` tuple
+# The sequences the pipeline builds say how they were made: a :class:`Derived` sequence
 # names the sequence it was made from and the positions where it may differ from it. Two
 # sequences of one lineage are then compared at those positions only, in O(changed),
 # whatever the length of the history. Any other pair is compared by a walk: tuple
