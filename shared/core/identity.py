@@ -199,11 +199,10 @@ class Derived(Sequence[Any]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (tuple, (tuple(self),))
 
-    def edited(
-        self, replacements: Mapping[int, Any], keep: int | None = None, tail: Sequence[Any] = ()
-    ) -> tuple[tuple[tuple[Any, ...], ...], int]:
-        """The chunks of ``self[:keep]`` with ``replacements`` made in it, then ``tail``."""
-        keep = self._length if keep is None else keep
+    def _with_edits(
+        self, replacements: Mapping[int, Any], keep: int, tail: Sequence[Any]
+    ) -> Derived:
+        """``self[:keep]`` with ``replacements`` made in it, then ``tail`` (no lineage yet)."""
         chunks = list(self._chunks[: (keep + _MASK) >> _SHIFT])
         if keep & _MASK:
             chunks[-1] = chunks[-1][: keep & _MASK]
@@ -223,7 +222,7 @@ class Derived(Sequence[Any]):
             chunks[-1] += added[:room]
             added = added[room:]
         chunks.extend(added[i : i + _CHUNK] for i in range(0, len(added), _CHUNK))
-        return tuple(chunks), keep + len(tail)
+        return Derived(tuple(chunks), keep + len(tail))
 
 
 def derived(
@@ -255,16 +254,9 @@ def edited(
     changed = sorted(
         {i for i in replacements if i < keep} | set(range(keep, min(len(parent), length)))
     )
-    if isinstance(parent, Derived):
-        made = Derived(*parent.edited(replacements, keep, tail))
-    else:
-        items = list(parent[:keep])
-        for index, item in replacements.items():
-            if not 0 <= index < keep:
-                raise IndexError(f"replacement position {index} outside 0..{keep - 1}")
-            items[index] = item
-        items.extend(tail)
-        made = Derived.of(items)
+    # Any other parent is chunked first: a copy of it, which building the result costs anyway.
+    base = parent if isinstance(parent, Derived) else Derived.of(parent[:keep])
+    made = base._with_edits(replacements, keep, tail)
     _link(made, parent, tuple(changed))
     return made
 
