@@ -83,9 +83,15 @@ def count_breakpoints(request: Request) -> int:
     The messages' part is a running total along the outgoing copies' lineage, so a
     session's successive requests pay only for the messages that changed.
     """
+    return _fixed_breakpoints(request) + position_total(
+        request.messages, "breakpoints", _message_breakpoints
+    )
+
+
+def _fixed_breakpoints(request: Request) -> int:
+    """The ``cache_control`` markers on the tools and the system blocks."""
     fixed = [*request.tool_definitions(), *request.system_blocks()]
-    marked = sum(1 for block in fixed if getattr(block, "cache_control", None) is not None)
-    return marked + position_total(request.messages, "breakpoints", _message_breakpoints)
+    return sum(getattr(block, "cache_control", None) is not None for block in fixed)
 
 
 def validate_messages(messages: Sequence[Message]) -> list[Violation]:
@@ -334,10 +340,7 @@ class RequestChecker:
     def breakpoints(self, request: Request) -> int:
         """:func:`count_breakpoints` of ``request``, from the running count."""
         self._known.update(request.messages)
-        fixed = [*request.tool_definitions(), *request.system_blocks()]
-        return self._known.breakpoints + sum(
-            getattr(block, "cache_control", None) is not None for block in fixed
-        )
+        return self._known.breakpoints + _fixed_breakpoints(request)
 
     def _fine(self, request: Request, changed: list[int]) -> bool:
         known = self._known
