@@ -39,7 +39,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeGuard
+from typing import TypeGuard, TypeVar
 
 from shared.compaction.validate import MAX_BREAKPOINTS, count_breakpoints
 from shared.core.identity import HeldMemo, IdentityCache, replaced
@@ -53,6 +53,7 @@ from shared.core.messages import (
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
+    WireModel,
 )
 from shared.middleware.base import Assembly, Handler, ModelCall
 from shared.tokens.base import Estimator
@@ -285,10 +286,7 @@ _MARKED_SYSTEMS: HeldMemo[tuple[TextBlock, ...]] = HeldMemo()
 
 def _marked_system(system: tuple[TextBlock, ...], marks: frozenset[int]) -> tuple[TextBlock, ...]:
     def mark() -> tuple[TextBlock, ...]:
-        return tuple(
-            b.model_copy(update={"cache_control": EPHEMERAL}) if n in marks else b
-            for n, b in enumerate(system)
-        )
+        return tuple(_with_marker(b) if n in marks else b for n, b in enumerate(system))
 
     return _MARKED_SYSTEMS.get((system,), (marks,), mark)
 
@@ -305,7 +303,10 @@ def _mark_blocks(message: Message, positions: frozenset[int]) -> Message:
     return known
 
 
-def _with_marker(block: ContentBlock) -> ContentBlock:
+BlockT = TypeVar("BlockT", bound=WireModel)
+
+
+def _with_marker(block: BlockT) -> BlockT:
     return block.model_copy(update={"cache_control": EPHEMERAL})
 
 
