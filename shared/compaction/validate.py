@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.core.identity import changed_positions, position_total
+from shared.core.identity import HeldMemo, changed_positions, position_total
 from shared.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
 
 ViolationKind = Literal[
@@ -63,10 +63,9 @@ def validate_request(request: Request) -> list[Violation]:
     breakpoints in tools, system and messages together.
     """
     violations = validate_messages(request.messages)
-    for index, block in enumerate(request.system_blocks()):
-        if not block.text.strip():
-            detail = f"system.{index}: text content blocks must be non-empty"
-            violations.append(Violation("empty_content", 0, detail))
+    for index in _fixed_facts(request).empty_system:
+        detail = f"system.{index}: text content blocks must be non-empty"
+        violations.append(Violation("empty_content", 0, detail))
     breakpoints = count_breakpoints(request)
     if breakpoints > MAX_BREAKPOINTS:
         detail = (
@@ -83,15 +82,33 @@ def count_breakpoints(request: Request) -> int:
     The messages' part is a running total along the outgoing copies' lineage, so a
     session's successive requests pay only for the messages that changed.
     """
-    return _fixed_breakpoints(request) + position_total(
+    return _fixed_facts(request).breakpoints + position_total(
         request.messages, "breakpoints", _message_breakpoints
     )
 
 
-def _fixed_breakpoints(request: Request) -> int:
-    """The ``cache_control`` markers on the tools and the system blocks."""
-    fixed = [*request.tool_definitions(), *request.system_blocks()]
-    return sum(getattr(block, "cache_control", None) is not None for block in fixed)
+@dataclass(frozen=True)
+class _FixedFacts:
+    """What the rules need to know about the tools and the system blocks."""
+
+    breakpoints: int  # their ``cache_control`` markers
+    empty_system: tuple[int, ...]  # the system blocks with no visible text
+
+
+# Per tools and system objects: a session sends the same ones on every call.
+_FIXED_FACTS: HeldMemo[_FixedFacts] = HeldMemo()
+
+
+def _fixed_facts(request: Request) -> _FixedFacts:
+    def make() -> _FixedFacts:
+        system = request.system_blocks()
+        fixed = [*request.tool_definitions(), *system]
+        return _FixedFacts(
+            breakpoints=sum(getattr(block, "cache_control", None) is not None for block in fixed),
+            empty_system=tuple(n for n, block in enumerate(system) if not block.text.strip()),
+        )
+
+    return _FIXED_FACTS.get((request.tools, request.system), (), make)
 
 
 def validate_messages(messages: Sequence[Message]) -> list[Violation]:
@@ -340,13 +357,14 @@ class RequestChecker:
     def breakpoints(self, request: Request) -> int:
         """:func:`count_breakpoints` of ``request``, from the running count."""
         self._known.update(request.messages)
-        return self._known.breakpoints + _fixed_breakpoints(request)
+        return self._known.breakpoints + _fixed_facts(request).breakpoints
 
     def _fine(self, request: Request, changed: list[int]) -> bool:
         known = self._known
-        if known.duplicated or self.breakpoints(request) > MAX_BREAKPOINTS:
+        fixed = _fixed_facts(request)
+        if known.duplicated or fixed.empty_system:
             return False
-        if any(not block.text.strip() for block in request.system_blocks()):
+        if known.breakpoints + fixed.breakpoints > MAX_BREAKPOINTS:
             return False
         last = len(known.facts) - 1
         around = {self._previous_length - 1, last}

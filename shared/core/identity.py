@@ -13,7 +13,7 @@ import itertools
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
@@ -116,7 +116,7 @@ class Derived(Sequence[Any]):
 
     parent: Sequence[Any] | None
     changed: tuple[int, ...]
-    family: dict[str, Any]
+    family: dict[Hashable, Any]
 
     def __init__(self, chunks: tuple[tuple[Any, ...], ...], length: int) -> None:
         self._chunks = chunks
@@ -333,34 +333,34 @@ def _lineage_candidates(old: Sequence[Any], new: Sequence[Any]) -> set[int] | No
     """
     if isinstance(new, Derived) and new.parent is old:
         return set(new.changed)  # the common case: one derivation apart
-    # Keyed by identity: hashing a tuple would hash every element.
-    reached = {id(node): (changes, floor, node) for node, (changes, floor) in _ancestors(new)}
-    for node, (changes, floor) in _ancestors(old):
-        found = reached.get(id(node))
-        if found is None or found[2] is not node:
+    new_line = _lineage(new)
+    # Keyed by identity: hashing a tuple would hash every element. Both lines hold their
+    # nodes, so two of them never share an id.
+    depth_of = {id(node): depth for depth, node in enumerate(new_line)}
+    old_line = _lineage(old)
+    for old_depth, node in enumerate(old_line):
+        new_depth = depth_of.get(id(node))
+        if new_depth is None:
             continue
-        new_changes, new_floor, _ = found
-        limit = min(len(old), len(new))
-        return changes | new_changes | set(range(min(floor, new_floor), limit))
+        candidates: set[int] = set()
+        floor = len(node)
+        for step in (*new_line[:new_depth], *old_line[:old_depth]):
+            candidates.update(step.changed)
+            floor = min(floor, len(step))
+        candidates.update(range(floor, min(len(old), len(new))))
+        return candidates
     return None
 
 
-def _ancestors(
-    start: Sequence[Any],
-) -> Iterator[tuple[Sequence[Any], tuple[set[int], int]]]:
-    """``start`` and its ancestors, each with the changes and the floor on the way there."""
-    node: Sequence[Any] | None = start
-    changes: set[int] = set()
-    floor = len(start)
-    for _ in range(MAX_HOPS + 1):
-        if node is None:
-            return
-        floor = min(floor, len(node))
-        yield node, (set(changes), floor)
-        if not isinstance(node, Derived):
-            return
-        changes.update(node.changed)
+def _lineage(start: Sequence[Any]) -> list[Any]:
+    """``start`` and its remembered ancestors, nearest first (every one but the last is a
+    :class:`Derived`)."""
+    line = [start]
+    node = start
+    while len(line) <= MAX_HOPS and isinstance(node, Derived) and node.parent is not None:
         node = node.parent
+        line.append(node)
+    return line
 
 
 def _walk(old: Sequence[Any], new: Sequence[Any], lo: int, hi: int, out: list[int]) -> None:
@@ -374,7 +374,7 @@ def _walk(old: Sequence[Any], new: Sequence[Any], lo: int, hi: int, out: list[in
     _walk(old, new, middle, hi, out)
 
 
-def per_position(sequence: Sequence[T], key: str, compute: Callable[[T], V]) -> list[V]:
+def per_position(sequence: Sequence[T], key: Hashable, compute: Callable[[T], V]) -> list[V]:
     """``[compute(x) for x in sequence]``, paying only for what changed along a lineage.
 
     The values of the lineage's latest sequence asked about under ``key`` are kept in its
@@ -389,7 +389,7 @@ def per_position(sequence: Sequence[T], key: str, compute: Callable[[T], V]) -> 
         return values.copy()
 
 
-def position_total(sequence: Sequence[T], key: str, compute: Callable[[T], int]) -> int:
+def position_total(sequence: Sequence[T], key: Hashable, compute: Callable[[T], int]) -> int:
     """``sum(compute(x) for x in sequence)``, paying only for what changed along a lineage.
 
     Like :func:`per_position`, with the running total kept beside the values.
@@ -406,7 +406,7 @@ _FAMILY_LOCK = "lock"
 _NEW_LOCK = threading.Lock()
 
 
-def _family_lock(family: dict[str, Any]) -> threading.Lock:
+def _family_lock(family: dict[Hashable, Any]) -> threading.Lock:
     """The family's lock: its memos are updated in place, and a request of the session may
     be serialized on another thread (a ``count_tokens`` under a deadline) meanwhile."""
     lock: threading.Lock | None = family.get(_FAMILY_LOCK)
@@ -417,8 +417,8 @@ def _family_lock(family: dict[str, Any]) -> threading.Lock:
 
 
 def _follow(
-    family: dict[str, Any],
-    key: str,
+    family: dict[Hashable, Any],
+    key: Hashable,
     sequence: Sequence[Any],
     compute: Callable[[Any], Any],
     *,

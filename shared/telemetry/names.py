@@ -15,12 +15,13 @@ and turn it is serving, in-process or on a worker. Setting up exporters from the
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
 from opentelemetry import metrics, trace
+from opentelemetry.metrics._internal import _ProxyMeterProvider
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv._incubating.attributes import messaging_attributes as messaging
 from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
@@ -209,6 +210,19 @@ class Telemetry:
             if spec.kind == "histogram"
         }
 
+    @property
+    def recording(self) -> bool:
+        """Whether anything would receive a span or a metric recorded now.
+
+        False while both providers are no-ops, or the API's global proxies with no real
+        provider set behind them (a library user who never configured OpenTelemetry): the
+        per-call instrumentation is then skipped, since nothing could observe it. Asked at
+        every call, so a provider set later is used from the next call on.
+        """
+        return _live(self.tracer_provider, _tracer_provider) or _live(
+            self.meter_provider, _meter_provider
+        )
+
     @classmethod
     def noop(cls) -> Telemetry:
         """Records nothing: for code paths that were given no telemetry."""
@@ -220,6 +234,29 @@ class Telemetry:
             self._counters[spec.name].add(value, attributes)
         else:
             self._histograms[spec.name].record(value, attributes)
+
+
+_NO_OP_PROVIDERS = (
+    trace.NoOpTracerProvider,
+    trace.ProxyTracerProvider,
+    metrics.NoOpMeterProvider,
+    _ProxyMeterProvider,
+)
+
+
+def _tracer_provider() -> object:
+    return trace.get_tracer_provider()
+
+
+def _meter_provider() -> object:
+    return metrics.get_meter_provider()
+
+
+def _live(provider: object, global_provider: Callable[[], object]) -> bool:
+    """Whether ``provider`` (a global proxy: the provider set behind it) records anything."""
+    if isinstance(provider, trace.ProxyTracerProvider | _ProxyMeterProvider):
+        provider = global_provider()
+    return not isinstance(provider, _NO_OP_PROVIDERS)
 
 
 # --- the conversation scope ---------------------------------------------------------------

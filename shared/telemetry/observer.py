@@ -83,8 +83,9 @@ class TelemetryObserver(NullObserver):
         scope = self._scope(session_id)
         if scope is not None:
             scope.model_calls += 1
-        attributes = {t.GEN_AI_REQUEST_MODEL: request.model}
-        self._telemetry.record(t.CONTEXT_INPUT_TOKENS, input_tokens, attributes)
+        if self._telemetry.recording:
+            attributes = {t.GEN_AI_REQUEST_MODEL: request.model}
+            self._telemetry.record(t.CONTEXT_INPUT_TOKENS, input_tokens, attributes)
 
     @_never_raises
     def response_received(self, session_id: str, turn: int, response: Response) -> None:
@@ -116,6 +117,8 @@ class TelemetryObserver(NullObserver):
 
     @_never_raises
     def token_figure(self, session_id: str, turn: int, source: str, correction: float) -> None:
+        if not self._telemetry.recording:
+            return
         span = self._turn_span(session_id)
         if span is not None:
             span.set_attribute(t.HANGO_TOKENS_SOURCE, source)

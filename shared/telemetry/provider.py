@@ -50,6 +50,11 @@ class InstrumentedProvider:
 
     def complete(self, request: Request) -> Response:
         scope = t.current_conversation()
+        if not self._telemetry.recording:
+            # Nothing would receive the span or the metrics: the call goes straight through.
+            if scope is not None and self._purpose == t.PURPOSE_CHAT:
+                scope.compacted_pending = False  # that call was the first after it
+            return self.inner.complete(request)
         attributes = self._span_attributes(request, scope)
         started = time.perf_counter()
         with self._telemetry.tracer.start_as_current_span(

@@ -16,8 +16,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Literal, TypeGuard
 
-from shared.core.identity import changed_positions
-from shared.core.messages import Message, Request
+from shared.core.identity import position_total
+from shared.core.messages import Request
 from shared.tokens.base import Estimator, TokenCounter
 
 log = logging.getLogger(__name__)
@@ -121,35 +121,24 @@ class FixedEstimate:
 
 
 class RequestEstimate:
-    """One session's estimate of its successive requests, paying only for what changed.
+    """The estimate of a session's successive requests, paying only for what changed.
 
     The estimate of a request is its fixed part (system, tools, framing) plus the sum of
-    its messages' estimates; the per-position estimates of the last request are kept, and
-    only positions that differ from it are estimated again (:func:`changed_positions`).
+    its messages' estimates. The sum is a running total along the outgoing copies' lineage
+    (:func:`position_total`), kept under the estimator: every stage that estimates the
+    same request with the same estimator (truncation, then summarization) shares it, so
+    only the first pays for the positions that changed.
     """
 
     def __init__(self, estimator: Estimator) -> None:
         self.estimator = estimator
-        self._messages: tuple[Message, ...] = ()
-        self._tokens: list[int] = []
-        self._sum = 0
         self.fixed = FixedEstimate(estimator)
+        # The estimator itself names the memo: held by it, so no other can take its place.
+        self._key = ("message estimates", estimator)
 
     def __call__(self, request: Request) -> int:
-        messages = request.messages
-        removed = self._tokens[len(messages) :]
-        del self._tokens[len(messages) :]
-        self._sum -= sum(removed)
-        for index in changed_positions(self._messages, messages):
-            tokens = self.estimator.estimate_message(messages[index])
-            if index < len(self._tokens):
-                self._sum += tokens - self._tokens[index]
-                self._tokens[index] = tokens
-            else:
-                self._sum += tokens
-                self._tokens.append(tokens)
-        self._messages = messages
-        return self.fixed(request) + self._sum
+        total = position_total(request.messages, self._key, self.estimator.estimate_message)
+        return self.fixed(request) + total
 
 
 @dataclass(frozen=True)

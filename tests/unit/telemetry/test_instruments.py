@@ -10,6 +10,10 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from opentelemetry import metrics, trace
+from opentelemetry.metrics._internal import _ProxyMeterProvider
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind, StatusCode
 
 from shared.compaction.record import CompactionRecord
@@ -321,7 +325,8 @@ class _BrokenTelemetry(t.Telemetry):
 
 
 def test_hooks_never_raise(caplog: pytest.LogCaptureFixture) -> None:
-    observer = TelemetryObserver(_BrokenTelemetry.noop())
+    # Real providers, so the hooks do record (and the meter explodes).
+    observer = TelemetryObserver(_BrokenTelemetry(TracerProvider(), MeterProvider()))
     observer.compacted("s1", record())
     observer.request_sent("s1", 1, request(), 10)
     observer.tool_args_truncated("s1", 1, 2)
@@ -356,3 +361,34 @@ def test_every_declared_metric_is_emitted_with_its_unit_and_kind(cap: Captured) 
         if spec.buckets is not None:
             (point, *_) = metric.data.data_points
             assert point.explicit_bounds == spec.buckets, spec.name
+
+
+# --- nothing configured: no per-call instrumentation -----------------------------------
+
+
+def test_telemetry_records_only_when_a_real_provider_receives_it(
+    cap: Captured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert cap.telemetry.recording
+    assert not t.Telemetry.noop().recording
+    assert t.Telemetry(TracerProvider(), metrics.NoOpMeterProvider()).recording
+    assert t.Telemetry(trace.NoOpTracerProvider(), MeterProvider()).recording
+    # The API's global proxies: nothing set behind them yet, then a real provider set.
+    proxies = t.Telemetry(trace.ProxyTracerProvider(), _ProxyMeterProvider())
+    monkeypatch.setattr(t, "_tracer_provider", trace.ProxyTracerProvider)
+    monkeypatch.setattr(t, "_meter_provider", _ProxyMeterProvider)
+    assert not proxies.recording
+    monkeypatch.setattr(t, "_tracer_provider", TracerProvider)
+    assert proxies.recording
+
+
+def test_a_call_nothing_would_observe_goes_straight_through() -> None:
+    inner = ScriptedProvider([reply(read=10)])
+    provider = InstrumentedProvider(inner, t.Telemetry.noop())
+    with t.conversation("s1", 1) as scope:
+        scope.compacted_pending = True
+        answer = provider.complete(request())
+    assert answer.usage.cache_read_input_tokens == 10
+    assert [r.model for r in inner.requests] == [MODEL]
+    # The call after a compaction was made: a span recorded later must not claim it.
+    assert scope.compacted_pending is False
