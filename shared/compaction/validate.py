@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from shared.core.identity import HeldMemo, changed_positions, position_total
 from shared.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
@@ -248,8 +248,7 @@ def _leading_result_ids(message: Message) -> set[str]:
     return answered
 
 
-@dataclass(frozen=True)
-class _Facts:
+class _Facts(NamedTuple):
     """What the rules need to know about one message, independent of its neighbours."""
 
     role: str
@@ -262,15 +261,38 @@ class _Facts:
 
 
 def _facts(message: Message) -> _Facts:
-    results = tuple(block.tool_use_id for block in message.tool_results())
+    """The facts of ``message``, in one pass over its blocks (the checker's per-call work)."""
+    uses: list[str] = []
+    results: list[str] = []
+    leading: list[str] = []  # the results among the message's opening blocks
+    opening = True
+    bad_text = False
+    breakpoints = 0
+    for block in message.blocks():
+        if isinstance(block, ToolResultBlock):
+            results.append(block.tool_use_id)
+            if opening:
+                leading.append(block.tool_use_id)
+            if isinstance(block.content, tuple):
+                for part in block.content:
+                    breakpoints += part.cache_control is not None
+                    if isinstance(part, TextBlock) and _text_problem(part.text) is not None:
+                        bad_text = True
+        else:
+            opening = False
+            if isinstance(block, ToolUseBlock):
+                uses.append(block.id)
+            elif isinstance(block, TextBlock) and _text_problem(block.text) is not None:
+                bad_text = True
+        breakpoints += getattr(block, "cache_control", None) is not None
     return _Facts(
         role=message.role,
-        uses=tuple(use.id for use in message.tool_uses()),
-        leading=frozenset(_leading_result_ids(message)),
-        results=results,
+        uses=tuple(uses),
+        leading=frozenset(leading),
+        results=tuple(results),
         empty=not message.content,
-        bad_text=any(_text_problem(text) is not None for text in _texts(message)),
-        breakpoints=_message_breakpoints(message),
+        bad_text=bad_text,
+        breakpoints=breakpoints,
     )
 
 
