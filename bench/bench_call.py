@@ -6,9 +6,10 @@ instant scripted provider, and given to the peers' per-call hooks. Interleaved r
 CPU time (``time.process_time``) medians, for each size:
 
 - ``hango steady``: one agent step after the loop has seen the history: the previous
-  tool round appended (not timed), then ``call_model`` through the whole chain, plus
-  ``api_body()`` of the request (what the Anthropic provider hands the SDK); the
-  provider caches prompts like the Anthropic one, so the breakpoints are placed too;
+  tool round appended and the model's reply made (not timed), then ``call_model`` through
+  the whole chain, plus ``api_body()`` of the request (what the Anthropic provider hands
+  the SDK); the provider caches prompts like the Anthropic one, so the breakpoints are
+  placed too;
 - ``hango cold``: a fresh agent (new loop, estimator and caches) over the stored session,
   loading it and making the first call;
 - ``hango compacting``: the call that crosses the trigger and compacts, with an instant
@@ -68,14 +69,19 @@ _OK = (TextBlock(text="ok"),)
 
 
 def instant_reply(request: Request) -> Response:
-    """The model's answer, with usage (what a real response always carries).
+    """The model's answer to ``request``, with usage (what a real response always carries)."""
+    return reply_to(request.model, len(request.messages))
+
+
+def reply_to(model: str, messages: int) -> Response:
+    """The model's answer to a request of ``messages`` messages.
 
     Built without validation: the model answers instantly, so what a reply costs to parse
     belongs to the provider's side, which the peers' hooks do not pay either.
     """
-    usage = Usage.model_construct(input_tokens=len(request.messages) * 450, output_tokens=1)
+    usage = Usage.model_construct(input_tokens=messages * 450, output_tokens=1)
     return Response.model_construct(
-        id="msg_bench", model=request.model, content=_OK, stop_reason="end_turn", usage=usage
+        id="msg_bench", model=model, content=_OK, stop_reason="end_turn", usage=usage
     )
 
 
@@ -147,6 +153,11 @@ def steady(hango: Hango) -> Step:
         answer = {"type": "tool_result", "tool_use_id": f"toolu_bench_{n}", "content": "done"}
         loop.append(ctx, Message.model_validate({"role": "assistant", "content": [use]}))
         loop.append(ctx, Message.model_validate({"role": "user", "content": [answer]}))
+        # The model's reply is ready before the call: making it is the model's (and its
+        # SDK's) work, not the layer's, and the peers' hooks make none either. The call
+        # sends the previous request plus the tool round just appended.
+        previous = provider.requests[-1]
+        provider.push(reply_to(previous.model, len(previous.messages) + 2))
 
     def call() -> object:
         loop.call_model(ctx)

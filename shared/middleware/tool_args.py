@@ -79,10 +79,15 @@ class ToolArgTruncationMiddleware(PassThrough):
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:
         session = self._sessions.get(call.session_id, self._new_session)
-        session.ledger.update(call.request.messages)
         previous = call.state.state.truncated_before_seq
         before_seq = self._step(call, session)
         cut = _index_of_seq(call, before_seq)
+        if cut <= _first_stored(call):
+            # Below the cut lies at most the summary message, which has no tool blocks: the
+            # copy goes out as it is. The ledger serves positions below a cut only; it
+            # catches up with the copies when there is one.
+            return call_next(call)
+        session.ledger.update(call.request.messages)
         result = session.ledger.truncated(cut)
         if result.truncated == 0:
             return call_next(call)
@@ -101,7 +106,7 @@ class ToolArgTruncationMiddleware(PassThrough):
         """The sequence number truncation covers up to, moved forward if this call earns it."""
         current = call.state.state.truncated_before_seq
         messages = call.request.messages
-        first_real = 1 if call.summary_message_present else 0
+        first_real = _first_stored(call)
         protect_from = len(messages) - self.profile.keep_count(len(messages) - first_real)
         target = _seq_from(call, max(first_real, protect_from))
         if target is None or target <= current:
@@ -125,9 +130,15 @@ class ToolArgTruncationMiddleware(PassThrough):
         trigger = self.profile.trigger_tokens
         if session.estimate(call.request) <= trigger * STEP_ABOVE_TRIGGER_FRAC:
             return False
+        session.ledger.update(call.request.messages)
         if not session.ledger.blocks_cut(start, end):
             return False
         return session.ledger.tokens_saved(start, end) >= min(self.clear_at_least, trigger // 10)
+
+
+def _first_stored(call: ModelCall) -> int:
+    """The position of the first stored message (after the summary message, if any)."""
+    return 1 if call.summary_message_present else 0
 
 
 def _seq_from(call: ModelCall, index: int) -> int | None:
@@ -146,8 +157,7 @@ def _index_of_seq(call: ModelCall, seq: int) -> int:
     Stored messages go out in sequence order and only the summary message (first) has no
     sequence number, so the rest is sorted: a binary search.
     """
-    first = 1 if call.summary_message_present else 0
-    return bisect.bisect_left(call.seqs, seq, lo=first, key=_seq_key)
+    return bisect.bisect_left(call.seqs, seq, lo=_first_stored(call), key=_seq_key)
 
 
 def _seq_key(seq: int | None) -> int:
