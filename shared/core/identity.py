@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -378,15 +379,18 @@ def per_position(sequence: Sequence[T], key: Hashable, compute: Callable[[T], V]
     """``[compute(x) for x in sequence]``, paying only for what changed along a lineage.
 
     The values of the lineage's latest sequence asked about under ``key`` are kept in its
-    family; for a later member of the lineage they are brought up to date in place, at
-    the changed positions, and a copy is returned (one list copy: the caller owns it).
+    family; for a later member of the lineage they are brought up to date at the changed
+    positions. The list returned is the family's own, shared: read it, never change it.
+    It never changes while the caller holds it either: the family updates its list in
+    place only once nobody else holds it, and copies it first otherwise (copy on write),
+    so a caller that drops the list before the next call saves a copy of a long history.
     """
     family = sequence.family if isinstance(sequence, Derived) else None
     if family is None:
         return [compute(item) for item in sequence]
     with _family_lock(family):
         values: list[V] = _follow(family, key, sequence, compute)[0]
-        return values.copy()
+        return values
 
 
 def position_total(sequence: Sequence[T], key: Hashable, compute: Callable[[T], int]) -> int:
@@ -436,6 +440,9 @@ def _follow(
         # raise half-way, the next call starts afresh instead of reading a half-edited list.
         del family[key]
         previous, values, total = last
+        del last
+        if _references(values) > _UNSHARED:
+            values = values.copy()  # someone still reads it (per_position hands it out)
         changed = changed_positions(previous, sequence)
         if totals:
             total -= sum(values[len(sequence) :])
@@ -452,6 +459,21 @@ def _follow(
                 values.append(value)
     family[key] = (sequence, values, total)
     return values, total
+
+
+def _references(values: list[Any]) -> int:
+    """How many references ``values`` has (its caller's variable and this call's among them)."""
+    return sys.getrefcount(values)
+
+
+def _probe_references() -> int:
+    values: list[Any] = []  # held by this variable only, as ``_follow`` holds its list
+    return _references(values)
+
+
+# What ``_references`` answers for a list only its caller's variable holds, measured with
+# the very call shape ``_follow`` uses, so it is right for this interpreter's counting.
+_UNSHARED = _probe_references()
 
 
 class HeldMemo(Generic[V]):

@@ -245,10 +245,11 @@ class Request(WireModel):
         """``to_api()`` without the copying: each message's part is its shared :func:`api_form`.
 
         What the provider sends. The keys come in the order ``to_api()`` gives them; the
-        message objects inside are shared with other requests, so change the top level
-        and the list only (``to_api()`` is the copy to edit). For a request whose messages
+        message list and the objects inside are shared with other requests, so change the
+        top level only (``to_api()`` is the copy to edit). For a request whose messages
         are a :class:`~shared.core.identity.Derived` of an earlier one, the cost is that of
-        the messages that changed plus one copy of a list.
+        the messages that changed: the list is the previous body's, brought up to date in
+        place once that body is dropped (copied first while it is still held).
         """
         rest = self._fixed_part()
         body: JsonObject = {key: rest.pop(key) for key in ("model", "max_tokens") if key in rest}
