@@ -11,6 +11,7 @@ forms a reference cycle. Reference counting frees everything as usual while it i
 
 from __future__ import annotations
 
+import bisect
 import gc
 import itertools
 from collections.abc import Iterator, Sequence
@@ -71,6 +72,10 @@ class Prefix(Sequence[T]):
 
     def __iter__(self) -> Iterator[T]:
         return itertools.islice(self._items, self._length)
+
+    def bisect_left(self, item: Any, lo: int = 0) -> int:
+        """``bisect.bisect_left(self, item, lo)`` over the underlying list, at C speed."""
+        return bisect.bisect_left(self._items, item, lo, self._length)
 
     def __eq__(self, other: Any) -> bool:
         if not isinstance(other, Sequence):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 
 from shared.compaction.tool_args import TruncationLedger, TruncationMemo
+from shared.core.collection import Prefix
 from shared.core.identity import RecentlyUsed
 from shared.core.messages import Response
 from shared.core.profiles import ModelProfile
@@ -157,7 +158,13 @@ def _index_of_seq(call: ModelCall, seq: int) -> int:
     Stored messages go out in sequence order and only the summary message (first) has no
     sequence number, so the rest is sorted: a binary search.
     """
-    return bisect.bisect_left(call.seqs, seq, lo=_first_stored(call), key=_seq_key)
+    first = _first_stored(call)
+    seqs = call.seqs
+    if first >= len(seqs) or _seq_key(seqs[first]) >= seq:
+        return first  # nothing truncated yet: the common case, without a search
+    if isinstance(seqs, Prefix):
+        return seqs.bisect_left(seq, first)
+    return bisect.bisect_left(seqs, seq, lo=first, key=_seq_key)
 
 
 def _seq_key(seq: int | None) -> int:

@@ -10,6 +10,7 @@ messages and report the same ``changed_from``.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import pytest
@@ -22,12 +23,26 @@ from shared.compaction.tool_args import (
     TruncationMemo,
     truncate_tool_args,
 )
+from shared.core.collection import Prefix
 from shared.core.messages import Message, Request, Response
 from shared.core.profiles import ModelProfile
 from shared.middleware.base import Handler, ModelCall, PassThrough, StateHolder
-from shared.middleware.tool_args import STEP_ABOVE_TRIGGER_FRAC, ToolArgTruncationMiddleware
+from shared.middleware.tool_args import (
+    STEP_ABOVE_TRIGGER_FRAC,
+    ToolArgTruncationMiddleware,
+    _index_of_seq,
+)
 from shared.providers.scripted import text_reply
-from tests.histories import CharEstimator, call, calls, head_message, payload, result, results
+from tests.histories import (
+    CharEstimator,
+    call,
+    calls,
+    head_message,
+    payload,
+    result,
+    results,
+    user,
+)
 
 MAX_TOKENS = 40
 CLEAR_AT_LEAST = 150
@@ -240,3 +255,29 @@ def test_a_growing_session_takes_steps_and_both_agree_on_each() -> None:
         assert sent == run(reference, slow, messages, seqs)
         points.add(sent.truncated_before_seq)
     assert len(points - {0}) >= 2, points
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    gaps=st.lists(st.integers(min_value=1, max_value=3), min_size=0, max_size=40),
+    head=st.booleans(),
+    seq=st.integers(min_value=0, max_value=130),
+    extra=st.integers(min_value=0, max_value=5),
+)
+def test_the_cut_is_found_alike_in_a_view_and_in_a_tuple(
+    gaps: list[int], head: bool, seq: int, extra: int
+) -> None:
+    """The loop's sequence numbers are a view of a longer list (what a later call appends);
+    the search over it answers as the linear scan over the plain tuple."""
+    stored = list(itertools.accumulate(gaps))
+    numbers: list[int | None] = [None, *stored] if head else list(stored)
+    later = (stored[-1] if stored else 0) + 1  # what a later call appended: past the view
+    seqs = Prefix(numbers + [later + n for n in range(extra)], len(numbers))
+    messages = tuple(head_message("h") if n is None else user("m") for n in numbers)
+    request = Request(model="m", max_tokens=10, messages=messages or (user("m"),))
+    model_call = ModelCall(session_id="s", turn=1, request=request, seqs=seqs, state=StateHolder())
+    plain = ModelCall(
+        session_id="s", turn=1, request=request, seqs=tuple(numbers), state=StateHolder()
+    )
+    assert _index_of_seq(model_call, seq) == _linear_index_of_seq(plain, seq)
+    assert _index_of_seq(plain, seq) == _linear_index_of_seq(plain, seq)
