@@ -95,16 +95,17 @@ class UsageTotals:
 
     def plus(self, usage: Usage, price: Price) -> UsageTotals:
         """These totals with one more call's ``usage`` (absent cache fields count as 0)."""
-        split = CacheUsage.from_usage(usage)
-        # Built directly: dataclasses.replace looks the fields up again on every call.
+        # Split as CacheUsage.from_usage does, and built directly: this runs on every call.
+        read = usage.cache_read_input_tokens or 0
+        write = usage.cache_creation_input_tokens or 0
+        uncached = usage.input_tokens
         return UsageTotals(
             calls=self.calls + 1,
-            read_tokens=self.read_tokens + split.read,
-            write_tokens=self.write_tokens + split.write,
-            uncached_tokens=self.uncached_tokens + split.uncached,
+            read_tokens=self.read_tokens + read,
+            write_tokens=self.write_tokens + write,
+            uncached_tokens=self.uncached_tokens + uncached,
             output_tokens=self.output_tokens + usage.output_tokens,
-            input_cost_usd=self.input_cost_usd
-            + price.input_cost(split.read, split.write, split.uncached),
+            input_cost_usd=self.input_cost_usd + price.input_cost(read, write, uncached),
         )
 
     @property

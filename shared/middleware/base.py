@@ -77,9 +77,10 @@ class StateHolder:
         if state.model_extra != stored.model_extra:
             return True
         # Field by field: unchanged fields hold the very same objects, compared at once.
+        before = stored.__dict__
         return any(
-            getattr(state, name) != getattr(stored, name)
-            for name in type(state).model_fields
+            value is not before[name] and value != before[name]
+            for name, value in state.__dict__.items()
             if name != "token_corrections"
         )
 
