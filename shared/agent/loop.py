@@ -433,8 +433,9 @@ class AgentLoop:
         record = ctx.holder.state.latest
         copy = ctx.memory.copy
         head = self._heads.get(record, head_message) if record is not None else None
-        # The first call of a process reads and repairs the whole session: a bulk build.
-        with collection_paused():
+        # The first call of a turn reads the store, and of a process repairs the whole
+        # session: a bulk build. Later calls of the turn add a tool round.
+        with collection_paused(bulk=not ctx.in_step):
             transcript = self._transcript(ctx)
             first = 0
             if record is not None:
@@ -468,7 +469,8 @@ class AgentLoop:
     def _send(self, ctx: TurnContext, call: ModelCall) -> Response:
         """The end of the chain: the last guard, then the provider."""
         checker = ctx.memory.checker
-        with collection_paused():  # the first check of a process covers every message
+        # The first check of a process (or after a refusal) covers every message.
+        with collection_paused(bulk=not checker.trusted):
             violations = checker.validate(call.request)
         if violations:
             # The pipeline validates what it builds, so this means the stored transcript

@@ -365,6 +365,11 @@ class RequestChecker:
         self._trusted = False
         self._previous_length = 0
 
+    @property
+    def trusted(self) -> bool:
+        """Whether the last request checked was valid: the next check is around changes."""
+        return self._trusted
+
     def validate(self, request: Request) -> list[Violation]:
         messages = request.messages
         changed = self._known.update(messages)
