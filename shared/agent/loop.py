@@ -418,7 +418,7 @@ class AgentLoop:
         )
 
     def _save_state(self, ctx: TurnContext) -> None:
-        self.store.save_run_state(ctx.run_id, ctx.holder.state)
+        self.store.save_run_state(ctx.run_id, ctx.holder.settled())
         ctx.holder.saved()
 
     # -- building and sending one request -----------------------------------------------

@@ -62,6 +62,9 @@ class StateHolder:
         self.input_tokens = 0
         # The state as the store has it: what it was read from or created with.
         self._stored = self.state
+        # Corrections learned since the state last took them in. They move on every call,
+        # so they join the state when it is saved, not with a new state per call.
+        self._corrections: dict[str, float] = {}
 
     def needs_saving(self) -> bool:
         """Whether a resumed turn would miss something the store does not have yet.
@@ -84,6 +87,14 @@ class StateHolder:
             if name != "token_corrections"
         )
 
+    def settled(self) -> RunState:
+        """The state with every learned correction in it: what the store is given."""
+        if self._corrections:
+            corrections = {**self.state.token_corrections, **self._corrections}
+            self.state = self.state.model_copy(update={"token_corrections": corrections})
+            self._corrections = {}
+        return self.state
+
     def saved(self) -> None:
         """The store now has the current state."""
         self._stored = self.state
@@ -98,9 +109,14 @@ class StateHolder:
     def truncate_before(self, seq: int) -> None:
         self.state = self.state.truncating_before(seq)
 
+    def correction(self, model: str) -> float | None:
+        """The learned real-per-estimated-token figure of ``model``, if any."""
+        learned = self._corrections.get(model)
+        return learned if learned is not None else self.state.token_corrections.get(model)
+
     def calibrate(self, model: str, correction: float) -> None:
-        """Keep the learned real-per-estimated-token figure of ``model`` in the state."""
-        self.state = self.state.with_correction(model, correction)
+        """Keep the learned real-per-estimated-token figure of ``model`` (saved with the state)."""
+        self._corrections[model] = correction
 
     def presummarize(self, pending: PendingSummary | None) -> None:
         """Note the pre-summary dispatched at the watermark (``None``: used or dropped)."""

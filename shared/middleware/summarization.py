@@ -160,7 +160,8 @@ class SummarizationMiddleware(PassThrough):
         """
         figures = self._figures.get(call.session_id, lambda: _Figures(self.estimator))
         estimate = figures.estimate(call.request)
-        correction = call.state.state.token_corrections.get(call.request.model, 1.0)
+        learned = call.state.correction(call.request.model)
+        correction = 1.0 if learned is None else learned
         context = self._context(call, figures, record)
         anchor = figures.anchor if figures.anchor and figures.anchor.context == context else None
         figure = anchor.figure(estimate, correction) if anchor else round(estimate * correction)
@@ -197,7 +198,7 @@ class SummarizationMiddleware(PassThrough):
         figures = self._figures.get(call.session_id, lambda: _Figures(self.estimator))
         estimate = figures.estimate(call.request)
         model = call.request.model
-        previous = call.state.state.token_corrections.get(model)
+        previous = call.state.correction(model)
         call.state.calibrate(model, learned_correction(previous, estimate, real))
         figures.anchor = Anchor(self._context(call, figures), estimate, real)
 

@@ -80,12 +80,13 @@ class TelemetryObserver(NullObserver):
 
     @_never_raises
     def request_sent(self, session_id: str, turn: int, request: Request, input_tokens: int) -> None:
+        if not self._telemetry.recording:
+            return  # the count below is for the turn span, which nothing would receive
         scope = self._scope(session_id)
         if scope is not None:
             scope.model_calls += 1
-        if self._telemetry.recording:
-            attributes = {t.GEN_AI_REQUEST_MODEL: request.model}
-            self._telemetry.record(t.CONTEXT_INPUT_TOKENS, input_tokens, attributes)
+        attributes = {t.GEN_AI_REQUEST_MODEL: request.model}
+        self._telemetry.record(t.CONTEXT_INPUT_TOKENS, input_tokens, attributes)
 
     @_never_raises
     def response_received(self, session_id: str, turn: int, response: Response) -> None:

@@ -13,8 +13,21 @@ def test_a_new_correction_alone_needs_no_save() -> None:
     assert not holder.needs_saving()
     holder.calibrate("claude-x", 1.2)
     holder.calibrate("claude-x", 1.3)
-    assert holder.state is not holder._stored
+    assert holder.correction("claude-x") == 1.3
     assert not holder.needs_saving()
+
+
+def test_the_saved_state_carries_the_latest_corrections() -> None:
+    holder = StateHolder(RunState(token_corrections={"old": 0.9, "claude-x": 1.0}))
+    holder.calibrate("claude-x", 1.25)
+    assert holder.correction("old") == 0.9
+    assert holder.correction("unknown") is None
+    settled = holder.settled()
+    assert settled.token_corrections == {"old": 0.9, "claude-x": 1.25}
+    assert holder.state is settled
+    holder.truncate_before(12)  # a later change keeps them
+    assert holder.settled().token_corrections == {"old": 0.9, "claude-x": 1.25}
+    assert holder.state.truncated_before_seq == 12
 
 
 @pytest.mark.parametrize(
