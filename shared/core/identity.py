@@ -473,7 +473,10 @@ def _probe_references() -> int:
 
 # What ``_references`` answers for a list only its caller's variable holds, measured with
 # the very call shape ``_follow`` uses, so it is right for this interpreter's counting.
-_UNSHARED = _probe_references()
+# Never above 3 (a variable, a parameter, the argument): a tracer reading frame locals
+# while this module is imported would count more, and a count set too high would let a
+# list someone still holds be changed; one set too low only costs a copy.
+_UNSHARED = min(_probe_references(), 3)
 
 
 class HeldMemo(Generic[V]):

@@ -39,3 +39,12 @@ def test_a_dropped_list_is_brought_up_to_date_in_place() -> None:
 def test_the_same_sequence_asked_again_gets_the_same_list() -> None:
     first = derived(tuple(range(10)), None)
     assert per_position(first, "form", form) is per_position(first, "form", form)
+
+
+def test_the_unshared_count_is_never_set_above_what_a_held_list_shows() -> None:
+    from shared.core import identity
+
+    held = [1]
+    keeper = [held]  # a second holder
+    assert identity._references(held) > identity._UNSHARED
+    assert keeper
