@@ -160,9 +160,7 @@ def _index_of_seq(call: ModelCall, seq: int) -> int:
     """
     first = _first_stored(call)
     seqs = call.seqs
-    if first >= len(seqs) or _seq_key(seqs[first]) >= seq:
-        return first  # nothing truncated yet: the common case, without a search
-    if isinstance(seqs, Prefix):
+    if isinstance(seqs, Prefix):  # the loop's view: searched at C speed
         return seqs.bisect_left(seq, first)
     return bisect.bisect_left(seqs, seq, lo=first, key=_seq_key)
 
