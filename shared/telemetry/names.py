@@ -219,8 +219,8 @@ class Telemetry:
         per-call instrumentation is then skipped, since nothing could observe it. Asked at
         every call, so a provider set later is used from the next call on.
         """
-        return _live(self.tracer_provider, _tracer_provider) or _live(
-            self.meter_provider, _meter_provider
+        return _live(self.tracer_provider, trace.get_tracer_provider) or _live(
+            self.meter_provider, metrics.get_meter_provider
         )
 
     @classmethod
@@ -242,14 +242,6 @@ _NO_OP_PROVIDERS = (
     metrics.NoOpMeterProvider,
     _ProxyMeterProvider,
 )
-
-
-def _tracer_provider() -> object:
-    return trace.get_tracer_provider()
-
-
-def _meter_provider() -> object:
-    return metrics.get_meter_provider()
 
 
 def _live(provider: object, global_provider: Callable[[], object]) -> bool:

@@ -375,10 +375,10 @@ def test_telemetry_records_only_when_a_real_provider_receives_it(
     assert t.Telemetry(trace.NoOpTracerProvider(), MeterProvider()).recording
     # The API's global proxies: nothing set behind them yet, then a real provider set.
     proxies = t.Telemetry(trace.ProxyTracerProvider(), _ProxyMeterProvider())
-    monkeypatch.setattr(t, "_tracer_provider", trace.ProxyTracerProvider)
-    monkeypatch.setattr(t, "_meter_provider", _ProxyMeterProvider)
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    monkeypatch.setattr(metrics, "get_meter_provider", _ProxyMeterProvider)
     assert not proxies.recording
-    monkeypatch.setattr(t, "_tracer_provider", TracerProvider)
+    monkeypatch.setattr(trace, "get_tracer_provider", TracerProvider)
     assert proxies.recording
 
 
