@@ -69,10 +69,9 @@ MAX_ARTIFACTS = 200
 
 
 class _Figures:
-    """What the middleware remembers of one session: its running estimate and its anchor."""
+    """What the middleware remembers of one session: the anchor of its token figure."""
 
-    def __init__(self, estimator: Estimator) -> None:
-        self.estimate = RequestEstimate(estimator)
+    def __init__(self) -> None:
         self.anchor: Anchor | None = None
 
 
@@ -115,6 +114,7 @@ class SummarizationMiddleware(PassThrough):
     ) -> None:
         self.profile = profile
         self.estimator = estimator
+        self.estimate = RequestEstimate(estimator)
         self.counter = counter
         self.count_timeout = count_timeout
         self.summarizer = summarizer
@@ -158,11 +158,11 @@ class SummarizationMiddleware(PassThrough):
         so the two figures of a compaction record are in the same units. ``record`` is
         the compaction the request was just built from, before it is in the state.
         """
-        figures = self._figures.get(call.session_id, lambda: _Figures(self.estimator))
-        estimate = figures.estimate(call.request)
+        figures = self._figures.get(call.session_id, _Figures)
+        estimate = self.estimate(call.request)
         learned = call.state.correction(call.request.model)
         correction = 1.0 if learned is None else learned
-        context = self._context(call, figures, record)
+        context = self._context(call, record)
         anchor = figures.anchor if figures.anchor and figures.anchor.context == context else None
         figure = anchor.figure(estimate, correction) if anchor else round(estimate * correction)
         source = "anchored" if anchor else "estimate"
@@ -182,12 +182,12 @@ class SummarizationMiddleware(PassThrough):
         return figure
 
     def _context(
-        self, call: ModelCall, figures: _Figures, record: CompactionRecord | None = None
+        self, call: ModelCall, record: CompactionRecord | None = None
     ) -> tuple[object, ...]:
         """What an anchor must share with a request: model, compaction and fixed part."""
         latest = record or call.state.state.latest
         kept_from = latest.kept_from_seq if latest is not None else None
-        return (call.request.model, kept_from, figures.estimate.fixed(call.request))
+        return (call.request.model, kept_from, self.estimate.fixed(call.request))
 
     def _learn(self, call: ModelCall, response: Response) -> None:
         """The response's usage is the exact size of the request sent: anchor on it and
@@ -195,12 +195,12 @@ class SummarizationMiddleware(PassThrough):
         real = response.usage.total_input_tokens()
         if real <= 0:
             return
-        figures = self._figures.get(call.session_id, lambda: _Figures(self.estimator))
-        estimate = figures.estimate(call.request)
+        figures = self._figures.get(call.session_id, _Figures)
+        estimate = self.estimate(call.request)
         model = call.request.model
         previous = call.state.correction(model)
         call.state.calibrate(model, learned_correction(previous, estimate, real))
-        figures.anchor = Anchor(self._context(call, figures), estimate, real)
+        figures.anchor = Anchor(self._context(call), estimate, real)
 
     def _reason(self, call: ModelCall, tokens: int) -> CompactionReason | None:
         summarized_this_turn = any(

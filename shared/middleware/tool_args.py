@@ -44,21 +44,14 @@ STEP_ABOVE_TRIGGER_FRAC = 0.5
 """Below this share of the compaction trigger, truncation never takes a step."""
 
 
-class _Session:
-    """What the middleware keeps of one session: its truncation ledger and request estimate."""
-
-    def __init__(self, ledger: TruncationLedger, estimator: Estimator) -> None:
-        self.ledger = ledger
-        self.estimate = RequestEstimate(estimator)
-
-
 class ToolArgTruncationMiddleware(PassThrough):
     """Sticky, batched truncation of old tool blocks, paying per call only for what changed.
 
     Per session it keeps a :class:`TruncationLedger` (what truncation makes of each
-    outgoing position, with running sums of the blocks cut and tokens saved) and a
-    running :class:`RequestEstimate`, so deciding on a step and building the truncated
-    copy cost O(appended) plus O(log n), not a pass over the history.
+    outgoing position, with running sums of the blocks cut and tokens saved); the request
+    estimate is a :class:`RequestEstimate`, a running total along the copies' lineage. So
+    deciding on a step and building the truncated copy cost O(appended) plus O(log n),
+    not a pass over the history.
     """
 
     def __init__(
@@ -76,20 +69,21 @@ class ToolArgTruncationMiddleware(PassThrough):
         self.clear_at_least = clear_at_least
         self.observer = observer or NullObserver()
         self.memo = TruncationMemo()
-        self._sessions: RecentlyUsed[_Session] = RecentlyUsed()
+        self.estimate = RequestEstimate(estimator)
+        self._ledgers: RecentlyUsed[TruncationLedger] = RecentlyUsed()
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:
-        session = self._sessions.get(call.session_id, self._new_session)
+        ledger = self._ledgers.get(call.session_id, self._new_ledger)
         previous = call.state.state.truncated_before_seq
-        before_seq = self._step(call, session)
+        before_seq = self._step(call, ledger)
         cut = _index_of_seq(call, before_seq)
         if cut <= _first_stored(call):
             # Below the cut lies at most the summary message, which has no tool blocks: the
             # copy goes out as it is. The ledger serves positions below a cut only; it
             # catches up with the copies when there is one.
             return call_next(call)
-        session.ledger.update(call.request.messages)
-        result = session.ledger.truncated(cut)
+        ledger.update(call.request.messages)
+        result = ledger.truncated(cut)
         if result.truncated == 0:
             return call_next(call)
         self.observer.tool_args_truncated(call.session_id, call.turn, result.truncated)
@@ -97,13 +91,12 @@ class ToolArgTruncationMiddleware(PassThrough):
         changed = _index_of_seq(call, previous) if before_seq > previous else call.changed_from
         return call_next(call.evolve(request=request, changed_from=changed))
 
-    def _new_session(self) -> _Session:
-        ledger = TruncationLedger(
+    def _new_ledger(self) -> TruncationLedger:
+        return TruncationLedger(
             max_tokens=self.max_tokens, estimator=self.estimator, memo=self.memo
         )
-        return _Session(ledger, self.estimator)
 
-    def _step(self, call: ModelCall, session: _Session) -> int:
+    def _step(self, call: ModelCall, ledger: TruncationLedger) -> int:
         """The sequence number truncation covers up to, moved forward if this call earns it."""
         current = call.state.state.truncated_before_seq
         messages = call.request.messages
@@ -113,12 +106,12 @@ class ToolArgTruncationMiddleware(PassThrough):
         if target is None or target <= current:
             return current
         start = _index_of_seq(call, current)
-        if not self._worth_it(call, session, start, max(first_real, protect_from)):
+        if not self._worth_it(call, ledger, start, max(first_real, protect_from)):
             return current
         call.state.truncate_before(target)
         return target
 
-    def _worth_it(self, call: ModelCall, session: _Session, start: int, end: int) -> bool:
+    def _worth_it(self, call: ModelCall, ledger: TruncationLedger, start: int, end: int) -> bool:
         """Whether covering ``messages[start:end]`` clears enough, and the request is large.
 
         Over the trigger a step that clears too little is not taken either: the session
@@ -129,12 +122,12 @@ class ToolArgTruncationMiddleware(PassThrough):
         # while the first look at a range (a restarted process) truncates every message in
         # it. The three conditions are independent, so the order does not change the answer.
         trigger = self.profile.trigger_tokens
-        if session.estimate(call.request) <= trigger * STEP_ABOVE_TRIGGER_FRAC:
+        if self.estimate(call.request) <= trigger * STEP_ABOVE_TRIGGER_FRAC:
             return False
-        session.ledger.update(call.request.messages)
-        if not session.ledger.blocks_cut(start, end):
+        ledger.update(call.request.messages)
+        if not ledger.blocks_cut(start, end):
             return False
-        return session.ledger.tokens_saved(start, end) >= min(self.clear_at_least, trigger // 10)
+        return ledger.tokens_saved(start, end) >= min(self.clear_at_least, trigger // 10)
 
 
 def _first_stored(call: ModelCall) -> int:
