@@ -37,15 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from bench import bench_call_peers as peers
-from shared.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
-from shared.compaction.record import RunState
-from shared.core.messages import Message, Request, Response, TextBlock, Usage
-from shared.core.settings import load_settings
-from shared.middleware.base import StateHolder
-from shared.providers.base import Capabilities
-from shared.providers.scripted import ScriptedProvider
-from shared.store import Store
-from shared.wiring.agent import Agent, build_agent
+from hango.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
+from hango.compaction.record import RunState
+from hango.core.messages import Message, Request, Response, TextBlock, Usage
+from hango.core.settings import load_settings
+from hango.middleware.base import StateHolder
+from hango.providers.base import Capabilities
+from hango.providers.scripted import ScriptedProvider
+from hango.store import Store
+from hango.wiring.agent import Agent, build_agent
 
 SESSION = "bench"
 STEADY_WINDOW = 1_000_000_000

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.core.messages import (
+from hango.core.messages import (
     Message,
     Request,
     TextBlock,
@@ -29,8 +29,8 @@ from shared.core.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from shared.tokens import Estimator, HeuristicEstimator, TiktokenEstimator
-from shared.tokens.tiktoken_estimator import DEFAULT_ENCODINGS
+from hango.tokens import Estimator, HeuristicEstimator, TiktokenEstimator
+from hango.tokens.tiktoken_estimator import DEFAULT_ENCODINGS
 
 MESSAGES = 400
 COLD_RUNS = 7

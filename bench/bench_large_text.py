@@ -38,14 +38,14 @@ def _text(shape: str, size: int, seed: int = 0) -> str:
 
 
 def _message(text: str) -> Any:
-    from shared.core.messages import Message, ToolResultBlock
+    from hango.core.messages import Message, ToolResultBlock
 
     return Message(role="user", content=(ToolResultBlock(tool_use_id="toolu_big", content=text),))
 
 
 def run_case(estimator_kind: str, shape: str, megabytes: int) -> dict[str, Any]:
     """One case, in this process: seconds, peak RSS and (memo) what stays allocated."""
-    from shared.tokens import make_estimator
+    from hango.tokens import make_estimator
 
     estimator = make_estimator(estimator_kind)  # type: ignore[arg-type]
     estimator.estimate("warm up the encoding")

@@ -1,6 +1,6 @@
 """The worker system's overhead: the queue round trip, pool throughput, single-flight.
 
-It starts its own ``celery -A worker worker -P prefork -c 2`` subprocess on a Redis
+It starts its own ``celery -A hango_worker worker -P prefork -c 2`` subprocess on a Redis
 database of its own (``HANGO_BENCH_REDIS_URL``, default ``redis://127.0.0.1:6379/10``,
 flushed before and after), with a SQLite store and a local history directory in a
 temporary directory. The summarizer provider answers at once (it only counts its calls
@@ -34,19 +34,19 @@ from pathlib import Path
 
 import redis
 
-from shared.compaction.jobs import SummaryJob
-from shared.core.messages import Message, StoredMessage
-from shared.core.settings import Settings
-from shared.history.local import LocalHistory
-from shared.queue import QueuedSummarizer
-from shared.queue.celery_config import SUMMARIZE_TASK
-from shared.queue.dispatch import CeleryDispatcher, producer_app
-from shared.queue.keys import JobKey
-from shared.queue.queued import job_key, summarize_kwargs
-from shared.store import Store
-from shared.summarizers.llm import LLMSummarizer
-from shared.summarizers.offload import InlineOffloader
-from shared.wiring.queue import make_queued_ports
+from hango.compaction.jobs import SummaryJob
+from hango.core.messages import Message, StoredMessage
+from hango.core.settings import Settings
+from hango.history.local import LocalHistory
+from hango.queue import QueuedSummarizer
+from hango.queue.celery_config import SUMMARIZE_TASK
+from hango.queue.dispatch import CeleryDispatcher, producer_app
+from hango.queue.keys import JobKey
+from hango.queue.queued import job_key, summarize_kwargs
+from hango.store import Store
+from hango.summarizers.llm import LLMSummarizer
+from hango.summarizers.offload import InlineOffloader
+from hango.wiring.queue import make_queued_ports
 from tests.integration.worker_support import (
     CountingProvider,
     ProviderProbe,

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.core.settings import Settings, load_settings
-from shared.simulate.runner import build_simulation, scripted_model
+from hango.core.settings import Settings, load_settings
+from hango.simulate.runner import build_simulation, scripted_model
 from tests.integration.conftest import create_database, drop_database
 from tests.integration.redis_server import own_redis
 from tests.integration.worker_support import REPO_ROOT, worker_env
@@ -102,7 +102,7 @@ def load(sessions: int, turns: int, agents: int) -> dict[str, Any]:
         try:
             with own_redis(root / "redis") as server:
                 settings = agent_settings(server.url, database, root / "history")
-                from shared.store import Store
+                from hango.store import Store
 
                 store = Store.from_url(database)
                 store.migrate()

@@ -2,7 +2,7 @@
 
 ``Store.migrate`` and the tests hand their own connection over in
 ``config.attributes["connection"]``; the ``alembic`` command line gets none and opens one
-on ``HANGO_DATABASE_URL`` (through ``shared.core.settings.load_settings``, the one place that
+on ``HANGO_DATABASE_URL`` (through ``hango.core.settings.load_settings``, the one place that
 reads the environment).
 
 On PostgreSQL the whole upgrade holds a transaction-level advisory lock, so two processes
@@ -18,9 +18,9 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import Connection, text
 
-from shared.core.settings import load_settings
-from shared.store.repository import engine_from_url
-from shared.store.tables import metadata
+from hango.core.settings import load_settings
+from hango.store.repository import engine_from_url
+from hango.store.tables import metadata
 
 config = context.config
 # Any fixed number works; it only has to be the same for every process migrating.

@@ -2,7 +2,7 @@
 
 The public API. Everything a library user needs is importable from here::
 
-    from shared import Message, ToolResultBlock, build_agent, load_settings
+    from hango import Message, ToolResultBlock, build_agent, load_settings
 
 Names are resolved on first use (PEP 562), so importing one subpackage (the CLI, a worker)
 does not import the whole library.
@@ -14,16 +14,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from shared.agent.loop import AgentLoop, TurnResult
-    from shared.compaction.jobs import (
+    from hango.agent.loop import AgentLoop, TurnResult
+    from hango.compaction.jobs import (
         HistoryOffloader,
         OffloadJob,
         Summarizer,
         SummaryJob,
         SummaryResult,
     )
-    from shared.compaction.record import CompactionRecord
-    from shared.core.errors import (
+    from hango.compaction.record import CompactionRecord
+    from hango.core.errors import (
         CannotFitError,
         ConfigError,
         ContextOverflowError,
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         InvalidInputError,
         ProviderError,
     )
-    from shared.core.messages import (
+    from hango.core.messages import (
         Message,
         Request,
         Response,
@@ -41,46 +41,46 @@ if TYPE_CHECKING:
         ToolUseBlock,
         Usage,
     )
-    from shared.core.settings import Settings, load_settings
-    from shared.history.base import HistoryBackend
-    from shared.middleware.observer import LoopObserver, NullObserver
-    from shared.providers.base import Capabilities, Provider
-    from shared.store import Store
-    from shared.wiring.agent import Agent, build_agent
+    from hango.core.settings import Settings, load_settings
+    from hango.history.base import HistoryBackend
+    from hango.middleware.observer import LoopObserver, NullObserver
+    from hango.providers.base import Capabilities, Provider
+    from hango.store import Store
+    from hango.wiring.agent import Agent, build_agent
 
 _EXPORTS: dict[str, str] = {
-    "Agent": "shared.wiring.agent",
-    "build_agent": "shared.wiring.agent",
-    "AgentLoop": "shared.agent.loop",
-    "TurnResult": "shared.agent.loop",
-    "Settings": "shared.core.settings",
-    "load_settings": "shared.core.settings",
-    "Message": "shared.core.messages",
-    "Request": "shared.core.messages",
-    "Response": "shared.core.messages",
-    "TextBlock": "shared.core.messages",
-    "ToolDefinition": "shared.core.messages",
-    "ToolResultBlock": "shared.core.messages",
-    "ToolUseBlock": "shared.core.messages",
-    "Usage": "shared.core.messages",
-    "HangoError": "shared.core.errors",
-    "ConfigError": "shared.core.errors",
-    "CannotFitError": "shared.core.errors",
-    "ContextOverflowError": "shared.core.errors",
-    "InvalidInputError": "shared.core.errors",
-    "ProviderError": "shared.core.errors",
-    "CompactionRecord": "shared.compaction.record",
-    "Summarizer": "shared.compaction.jobs",
-    "SummaryJob": "shared.compaction.jobs",
-    "SummaryResult": "shared.compaction.jobs",
-    "HistoryOffloader": "shared.compaction.jobs",
-    "OffloadJob": "shared.compaction.jobs",
-    "LoopObserver": "shared.middleware.observer",
-    "NullObserver": "shared.middleware.observer",
-    "Provider": "shared.providers.base",
-    "Capabilities": "shared.providers.base",
-    "HistoryBackend": "shared.history.base",
-    "Store": "shared.store",
+    "Agent": "hango.wiring.agent",
+    "build_agent": "hango.wiring.agent",
+    "AgentLoop": "hango.agent.loop",
+    "TurnResult": "hango.agent.loop",
+    "Settings": "hango.core.settings",
+    "load_settings": "hango.core.settings",
+    "Message": "hango.core.messages",
+    "Request": "hango.core.messages",
+    "Response": "hango.core.messages",
+    "TextBlock": "hango.core.messages",
+    "ToolDefinition": "hango.core.messages",
+    "ToolResultBlock": "hango.core.messages",
+    "ToolUseBlock": "hango.core.messages",
+    "Usage": "hango.core.messages",
+    "HangoError": "hango.core.errors",
+    "ConfigError": "hango.core.errors",
+    "CannotFitError": "hango.core.errors",
+    "ContextOverflowError": "hango.core.errors",
+    "InvalidInputError": "hango.core.errors",
+    "ProviderError": "hango.core.errors",
+    "CompactionRecord": "hango.compaction.record",
+    "Summarizer": "hango.compaction.jobs",
+    "SummaryJob": "hango.compaction.jobs",
+    "SummaryResult": "hango.compaction.jobs",
+    "HistoryOffloader": "hango.compaction.jobs",
+    "OffloadJob": "hango.compaction.jobs",
+    "LoopObserver": "hango.middleware.observer",
+    "NullObserver": "hango.middleware.observer",
+    "Provider": "hango.providers.base",
+    "Capabilities": "hango.providers.base",
+    "HistoryBackend": "hango.history.base",
+    "Store": "hango.store",
 }
 
 __all__ = [

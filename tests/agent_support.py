@@ -7,16 +7,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shared.core.messages import Request, Response, TextBlock
-from shared.core.settings import Settings, load_settings
-from shared.middleware.base import Middleware
-from shared.middleware.observer import LoopObserver
-from shared.providers.base import Capabilities
-from shared.providers.scripted import Reply, ScriptedProvider, text_reply, tool_reply
-from shared.store import Store
-from shared.tokens import Estimator
-from shared.tools.builtin import Tool
-from shared.wiring.agent import Agent, build_agent
+from hango.core.messages import Request, Response, TextBlock
+from hango.core.settings import Settings, load_settings
+from hango.middleware.base import Middleware
+from hango.middleware.observer import LoopObserver
+from hango.providers.base import Capabilities
+from hango.providers.scripted import Reply, ScriptedProvider, text_reply, tool_reply
+from hango.store import Store
+from hango.tokens import Estimator
+from hango.tools.builtin import Tool
+from hango.wiring.agent import Agent, build_agent
 
 TEST_MODEL = "test-model"
 

@@ -3,7 +3,7 @@
 - Small constructors (``user``, ``assistant``, ``call``, ``result``, ``calls``,
   ``results``) for hand-written fixtures.
 - :class:`HistoryBuilder`, a fluent builder that numbers tool_use ids itself.
-- :class:`CharEstimator`, a trivial deterministic :class:`~shared.tokens.base.Estimator`
+- :class:`CharEstimator`, a trivial deterministic :class:`~hango.tokens.base.Estimator`
   (JSON characters / 4) so tests never depend on the real estimators.
 - :func:`histories`, a hypothesis strategy for random *valid* histories: text turns,
   parallel tool batches, errored results, multi-block content, thinking blocks.
@@ -18,7 +18,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from shared.core.messages import (
+from hango.core.messages import (
     ContentBlock,
     ImageBlock,
     Message,

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shared.core.messages import ToolResultBlock
-from shared.store import Store
+from hango.core.messages import ToolResultBlock
+from hango.store import Store
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """An in-memory ``HistoryBackend`` for unit tests.
 
 It follows the protocol the way the real backends do, through the same helpers of
-``shared.history.paths``: every path is normalised (an escaping path raises
+``hango.history.paths``: every path is normalised (an escaping path raises
 ``HistoryPathError`` here too), and ``append_section`` writes the section's marker line
 before its content and appends a key at most once per file — the marker in the file's
 text is the record, so ``write`` replacing the file forgets its sections, as on disk.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import threading
 
-from shared.core.errors import HistoryPathError
-from shared.history.paths import is_under, joined, normalize, section_keys, section_text
+from hango.core.errors import HistoryPathError
+from hango.history.paths import is_under, joined, normalize, section_keys, section_text
 
 
 class MemoryHistory:

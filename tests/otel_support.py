@@ -1,6 +1,6 @@
 """Capturing telemetry in tests: in-memory providers, and a loopback OTLP/HTTP receiver.
 
-``capture()`` builds a :class:`~shared.telemetry.Telemetry` on a tracer provider with an
+``capture()`` builds a :class:`~hango.telemetry.Telemetry` on a tracer provider with an
 in-memory span exporter and a meter provider with an in-memory reader, so tests read
 exactly what the code recorded without touching the global providers.
 
@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from shared.telemetry.names import Telemetry
+from hango.telemetry.names import Telemetry
 
 
 @dataclass

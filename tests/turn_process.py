@@ -15,11 +15,11 @@ import itertools
 import os
 import sys
 
-from shared.compaction.extractive import ExtractiveSummarizer
-from shared.core.messages import Request, Response, TextBlock, ToolUseBlock, Usage
-from shared.core.settings import load_settings
-from shared.providers.scripted import ScriptedProvider, text_reply
-from shared.wiring.agent import build_agent
+from hango.compaction.extractive import ExtractiveSummarizer
+from hango.core.messages import Request, Response, TextBlock, ToolUseBlock, Usage
+from hango.core.settings import load_settings
+from hango.providers.scripted import ScriptedProvider, text_reply
+from hango.wiring.agent import build_agent
 
 
 def answer(request: Request) -> Response:

@@ -1,7 +1,7 @@
 """The Celery side: app, tasks and worker signals. Logic lives in ``shared``.
 
-``celery -A worker worker`` finds the app as ``worker.celery``. It is resolved lazily so
-that importing ``worker.tasks`` or ``worker.signals`` alone (tests, tools) does not
+``celery -A hango_worker worker`` finds the app as ``hango_worker.celery``. It is resolved lazily so
+that importing ``hango_worker.tasks`` or ``hango_worker.signals`` alone (tests, tools) does not
 build the app, which needs ``HANGO_REDIS_URL``.
 """
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Celery:
     if name == "celery":
-        from worker.app import app
+        from hango_worker.app import app
 
         return app
     raise AttributeError(f"module 'worker' has no attribute {name!r}")

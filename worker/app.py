@@ -2,11 +2,11 @@
 
 Run a pool per queue (summaries are slow LLM calls, offloads are quick writes)::
 
-    celery -A worker worker -Q summarize -c 4 -n summarize@%h
-    celery -A worker worker -Q offload -c 2 -n offload@%h
-    celery -A worker flower --basic-auth=admin:secret
+    celery -A hango_worker worker -Q summarize -c 4 -n summarize@%h
+    celery -A hango_worker worker -Q offload -c 2 -n offload@%h
+    celery -A hango_worker flower --basic-auth=admin:secret
 
-Every reliability setting lives in :func:`shared.queue.celery_config.celery_config`, which the
+Every reliability setting lives in :func:`hango.queue.celery_config.celery_config`, which the
 agent's producer shares, so both sides agree on routing, serialization and limits.
 """
 
@@ -18,16 +18,16 @@ from typing import Any, NoReturn
 
 from celery import Celery, signals
 
-from shared.core.errors import EXIT_WORKER_CONFIG, ConfigError
-from shared.core.settings import Settings, load_settings
-from shared.queue.celery_config import SUMMARIZE_QUEUE, celery_config
-from worker.summarizer import check_worker_summarizer
+from hango.core.errors import EXIT_WORKER_CONFIG, ConfigError
+from hango.core.settings import Settings, load_settings
+from hango.queue.celery_config import SUMMARIZE_QUEUE, celery_config
+from hango_worker.summarizer import check_worker_summarizer
 
 
 def create_app(settings: Settings | None = None) -> Celery:
     """The worker app; fails with a ``ConfigError`` naming the variable on bad settings."""
     settings = settings or load_settings()
-    app = Celery("hango", include=["worker.tasks"])
+    app = Celery("hango", include=["hango_worker.tasks"])
     app.conf.update(celery_config(settings))
     return app
 
@@ -68,4 +68,4 @@ celery = app
 
 # OpenTelemetry for the worker processes (worker_process_init); optional until it lands.
 with contextlib.suppress(ImportError):
-    import worker.signals  # noqa: F401
+    import hango_worker.signals  # noqa: F401

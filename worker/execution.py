@@ -5,7 +5,7 @@ Each body is idempotent on ``(session_id, turn)``:
 1. a committed result → return it without touching the provider (a redelivered message,
    a duplicate publish, the orphan of a dead worker);
 2. take the job's lease (in the same round trip as 1), or raise
-   :class:`~shared.queue.lease.LeaseBusyError` so the task retries shortly (another
+   :class:`~hango.queue.lease.LeaseBusyError` so the task retries shortly (another
    worker is computing it right now);
 3. under the heartbeated lease: reload the evicted range from the store by sequence
    number, compute, commit with "first writer wins" and release the lease.
@@ -20,20 +20,20 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.compaction.jobs import OffloadJob, Summarizer, SummaryJob
-from shared.core.errors import MissingRangeError
-from shared.core.messages import StoredMessage
-from shared.core.settings import Settings
-from shared.history.base import HistoryBackend
-from shared.queue.keys import JobKey, range_fingerprint
-from shared.queue.lease import Lease, heartbeat
-from shared.queue.queued import offload_payload
-from shared.queue.results import ResultCache
-from shared.store import Store
-from shared.summarizers.offload import InlineOffloader
-from shared.wiring.history import history_from_settings
-from shared.wiring.queue import result_cache
-from worker.summarizer import worker_summarizer
+from hango.compaction.jobs import OffloadJob, Summarizer, SummaryJob
+from hango.core.errors import MissingRangeError
+from hango.core.messages import StoredMessage
+from hango.core.settings import Settings
+from hango.history.base import HistoryBackend
+from hango.queue.keys import JobKey, range_fingerprint
+from hango.queue.lease import Lease, heartbeat
+from hango.queue.queued import offload_payload
+from hango.queue.results import ResultCache
+from hango.store import Store
+from hango.summarizers.offload import InlineOffloader
+from hango.wiring.history import history_from_settings
+from hango.wiring.queue import result_cache
+from hango_worker.summarizer import worker_summarizer
 
 log = logging.getLogger(__name__)
 

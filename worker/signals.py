@@ -23,8 +23,8 @@ from typing import Any
 
 from celery import signals
 
-from shared.telemetry import names as t
-from shared.telemetry.setup import TelemetryHandle, setup_telemetry
+from hango.telemetry import names as t
+from hango.telemetry.setup import TelemetryHandle, setup_telemetry
 
 logger = logging.getLogger(__name__)
 

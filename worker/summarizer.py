@@ -9,7 +9,7 @@
 - ``package.module:factory``: ``factory(settings)`` returns the :class:`Provider` the LLM
   summary uses (a local model gateway, or a deterministic provider in tests).
 
-The LLM summary is the same :class:`~shared.summarizers.llm.LLMSummarizer` the agent
+The LLM summary is the same :class:`~hango.summarizers.llm.LLMSummarizer` the agent
 runs in-process, with ``retry_transient=True``: a transient provider error is raised so
 the task retries it with backoff; everything a retry cannot fix falls back to the
 extractive summary at once, with the reason recorded.
@@ -22,12 +22,12 @@ import logging
 from collections.abc import Callable
 from typing import cast
 
-from shared.compaction.extractive import ExtractiveSummarizer
-from shared.compaction.jobs import Summarizer
-from shared.core.errors import ConfigError
-from shared.core.settings import Settings, env_name
-from shared.providers.base import Provider
-from shared.summarizers.llm import LLMSummarizer
+from hango.compaction.extractive import ExtractiveSummarizer
+from hango.compaction.jobs import Summarizer
+from hango.core.errors import ConfigError
+from hango.core.settings import Settings, env_name
+from hango.providers.base import Provider
+from hango.summarizers.llm import LLMSummarizer
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def worker_summarizer(settings: Settings) -> Summarizer:
     if choice == "anthropic":
         return LLMSummarizer(_instrumented(_anthropic(settings)), retry_transient=True)
     if choice == "simulated":
-        from shared.simulate.model import summary_provider
+        from hango.simulate.model import summary_provider
 
         return LLMSummarizer(_instrumented(summary_provider(settings)), retry_transient=True)
     return LLMSummarizer(
@@ -71,17 +71,17 @@ def worker_summarizer(settings: Settings) -> Summarizer:
 def _instrumented(provider: Provider) -> Provider:
     """The summarizer's own ``chat`` span and usage (purpose ``summarize``) on the worker.
 
-    Uses the global providers that ``worker.signals`` sets up after the fork (no-ops
+    Uses the global providers that ``hango_worker.signals`` sets up after the fork (no-ops
     when nothing is exported).
     """
-    from shared.telemetry.names import PURPOSE_SUMMARIZE, Telemetry
-    from shared.telemetry.provider import instrument_provider
+    from hango.telemetry.names import PURPOSE_SUMMARIZE, Telemetry
+    from hango.telemetry.provider import instrument_provider
 
     return instrument_provider(provider, Telemetry(), purpose=PURPOSE_SUMMARIZE)
 
 
 def _anthropic(settings: Settings) -> Provider:
-    from shared.providers.anthropic import AnthropicProvider
+    from hango.providers.anthropic import AnthropicProvider
 
     worker_settings = settings.model_copy(
         update={"provider_timeout": settings.summarizer_timeout, "provider_max_retries": 0}

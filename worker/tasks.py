@@ -1,4 +1,4 @@
-"""The summarize and offload tasks: thin shells over :mod:`worker.execution`.
+"""The summarize and offload tasks: thin shells over :mod:`hango_worker.execution`.
 
 Arguments are ids and sequence numbers (the worker reloads the evicted range from the
 store), results go to the job's own Redis key (``ignore_result``: Celery's result
@@ -24,18 +24,18 @@ from typing import Any
 from billiard.einfo import ExceptionInfo
 from celery import Task
 
-from shared.core.errors import LeaseBusyError, TransientProviderError
-from shared.core.settings import load_settings
-from shared.queue.celery_config import (
+from hango.core.errors import LeaseBusyError, TransientProviderError
+from hango.core.settings import load_settings
+from hango.queue.celery_config import (
     OFFLOAD_TASK,
     SUMMARIZE_TASK,
     WORKER_LOST_RETRY_DELAY,
     transient_countdown,
 )
-from shared.queue.keys import JobKey, JobKind
-from shared.queue.queued import job_key
-from worker.app import app
-from worker.execution import WorkerServices, record_failure, run_offload, run_summary
+from hango.queue.keys import JobKey, JobKind
+from hango.queue.queued import job_key
+from hango_worker.app import app
+from hango_worker.execution import WorkerServices, record_failure, run_offload, run_summary
 
 TRANSIENT_RETRIES = 5
 LEASE_BUSY_DELAY = 1.0

@@ -20,14 +20,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from shared.compaction.head import head_message
-from shared.compaction.record import CompactionReason, CompactionRecord
-from shared.compaction.repair import SendableCopy
-from shared.compaction.validate import RequestChecker
-from shared.core.collection import collection_paused
-from shared.core.errors import ContextOverflowError, InvalidInputError, InvalidRequestError
-from shared.core.identity import IdentityCache, RecentlyUsed
-from shared.core.messages import (
+from hango.compaction.head import head_message
+from hango.compaction.record import CompactionReason, CompactionRecord
+from hango.compaction.repair import SendableCopy
+from hango.compaction.validate import RequestChecker
+from hango.core.collection import collection_paused
+from hango.core.errors import ContextOverflowError, InvalidInputError, InvalidRequestError
+from hango.core.identity import IdentityCache, RecentlyUsed
+from hango.core.messages import (
     Message,
     Request,
     Response,
@@ -38,19 +38,19 @@ from shared.core.messages import (
     Usage,
     too_deep,
 )
-from shared.core.price import Price
-from shared.core.profiles import FALLBACK_PRICE
-from shared.cost.meter import UsageTotals
-from shared.middleware.base import Assembly, Middleware, ModelCall, Overflow, StateHolder
-from shared.middleware.chain import assemble, run_chain
-from shared.middleware.filesystem import FilesystemMiddleware
-from shared.middleware.observer import LoopObserver, NullObserver
-from shared.middleware.summarization import SummarizationMiddleware
-from shared.providers.base import Provider
-from shared.store import MessageEstimate, Store
-from shared.store.leases import LeasePolicy, SessionLeases, TurnLease
-from shared.tokens.base import Estimator, KeepsEstimates
-from shared.tools.builtin import NOTHING_TO_COMPACT, ToolRegistry, calling_session
+from hango.core.price import Price
+from hango.core.profiles import FALLBACK_PRICE
+from hango.cost.meter import UsageTotals
+from hango.middleware.base import Assembly, Middleware, ModelCall, Overflow, StateHolder
+from hango.middleware.chain import assemble, run_chain
+from hango.middleware.filesystem import FilesystemMiddleware
+from hango.middleware.observer import LoopObserver, NullObserver
+from hango.middleware.summarization import SummarizationMiddleware
+from hango.providers.base import Provider
+from hango.store import MessageEstimate, Store
+from hango.store.leases import LeasePolicy, SessionLeases, TurnLease
+from hango.tokens.base import Estimator, KeepsEstimates
+from hango.tools.builtin import NOTHING_TO_COMPACT, ToolRegistry, calling_session
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class AgentLoop:
     def run_turn(self, session_id: str, user_input: str | Message) -> TurnResult:
         """One turn; while another process runs one on the session, wait for it first.
 
-        :class:`~shared.core.errors.SessionBusyError` when that wait runs out.
+        :class:`~hango.core.errors.SessionBusyError` when that wait runs out.
         """
         message = self._user_message(user_input)
         with self._holding(session_id) as lease:

@@ -10,7 +10,7 @@
 
 Each command is a thin shell in its own module, imported only when that command runs
 (``hango --help`` stays fast). A failure prints one line (what was wrong, which input,
-what to do) and exits with the code of its kind (``shared.cli.errors``); ``--debug``
+what to do) and exits with the code of its kind (``hango.cli.errors``); ``--debug``
 adds the traceback.
 """
 
@@ -24,8 +24,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from shared.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, error_line, failure_for
-from shared.cli.parsing import COMMANDS, PlainFormatter, add_stub
+from hango.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, error_line, failure_for
+from hango.cli.parsing import COMMANDS, PlainFormatter, add_stub
 
 Runner = Callable[[argparse.Namespace], int]
 PACKAGE = "hango-context"
@@ -53,7 +53,7 @@ def build_parser(command: str | None = "") -> argparse.ArgumentParser:
     built: set[str] = set()
     for name, (module_name, _) in COMMANDS.items():
         if module_name in modules and module_name not in built:
-            module = importlib.import_module(f"shared.cli.{module_name}")
+            module = importlib.import_module(f"hango.cli.{module_name}")
             adder: Callable[[Any], None] = getattr(module, "add_parsers", None) or module.add_parser
             adder(commands)
             built.add(module_name)
@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    from shared.cli.output import set_quiet
+    from hango.cli.output import set_quiet
 
     set_quiet(args.quiet)
     _configure_logging(

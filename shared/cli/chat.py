@@ -15,14 +15,14 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from shared.agent.loop import TurnResult
-from shared.cli.errors import EXIT_OK, error_line, failure_for
-from shared.cli.output import notice
-from shared.cli.parsing import add_store_options, summary
-from shared.cli.wiring import anthropic_provider, instrumented, settings_with, telemetry
-from shared.core.errors import ConfigError, HangoError
-from shared.core.ids import validate_session_id
-from shared.wiring.agent import build_agent
+from hango.agent.loop import TurnResult
+from hango.cli.errors import EXIT_OK, error_line, failure_for
+from hango.cli.output import notice
+from hango.cli.parsing import add_store_options, summary
+from hango.cli.wiring import anthropic_provider, instrumented, settings_with, telemetry
+from hango.core.errors import ConfigError, HangoError
+from hango.core.ids import validate_session_id
+from hango.wiring.agent import build_agent
 
 PROMPT = "you> "
 EXIT_WORDS = frozenset({"/exit", "/quit"})

@@ -1,7 +1,7 @@
 """What a command's model calls cost: the agent's and the summarizer's, priced apart.
 
 Each :class:`CallCosts` runs the requests that were answered through one simulated
-prompt cache (:class:`~shared.cost.meter.CacheMeter`, the model's minimum cacheable
+prompt cache (:class:`~hango.cost.meter.CacheMeter`, the model's minimum cacheable
 prefix from its profile) and sums the output tokens the responses reported; the model's
 profile prices both. ``hango simulate`` keeps one for the agent's calls (fed by
 :class:`AnsweredCalls`, a loop observer) and one for the summarizer's (fed by
@@ -14,12 +14,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from shared.core.messages import Request, Response
-from shared.core.profiles import ModelProfile
-from shared.cost.meter import CacheMeter, cache_json, estimated_sizes
-from shared.middleware.observer import NullObserver
-from shared.providers.base import Capabilities, Provider
-from shared.tokens.base import Estimator
+from hango.core.messages import Request, Response
+from hango.core.profiles import ModelProfile
+from hango.cost.meter import CacheMeter, cache_json, estimated_sizes
+from hango.middleware.observer import NullObserver
+from hango.providers.base import Capabilities, Provider
+from hango.tokens.base import Estimator
 
 
 class CallCosts:

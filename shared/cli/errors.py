@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.core.errors import (
+from hango.core.errors import (
     CannotFitError,
     ConfigError,
     HangoError,
@@ -152,7 +152,7 @@ def store_flags(args: argparse.Namespace | None, *, history: bool = False) -> st
     """`` --database-url URL [--history-root DIR]`` as given on the command line, quoted."""
     if args is None:
         return ""
-    from shared.core.settings import mask_password, sqlite_path
+    from hango.core.settings import mask_password, sqlite_path
 
     given: list[tuple[str, str]] = []
     url = getattr(args, "database_url", None)

@@ -17,8 +17,8 @@ from rich.table import Table
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from shared.compaction.record import CompactionRecord
-from shared.core.messages import Usage
+from hango.compaction.record import CompactionRecord
+from hango.core.messages import Usage
 
 # Tables written to a file or a pipe get this width rather than rich's 80 columns.
 PIPE_WIDTH = 120

@@ -12,7 +12,7 @@ import argparse
 import re
 from typing import Any
 
-# command -> (module under shared.cli that adds its parser, one-line help)
+# command -> (module under hango.cli that adds its parser, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": (
         "simulate",

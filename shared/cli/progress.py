@@ -15,12 +15,12 @@ from types import TracebackType
 from rich.live import Live
 from rich.text import Text
 
-from shared.agent.loop import TurnResult
-from shared.cli.output import by_reason, is_quiet, stderr_console
-from shared.compaction.record import CompactionRecord
-from shared.compaction.validate import count_breakpoints
-from shared.core.messages import Request, Response
-from shared.middleware.observer import NullObserver
+from hango.agent.loop import TurnResult
+from hango.cli.output import by_reason, is_quiet, stderr_console
+from hango.compaction.record import CompactionRecord
+from hango.compaction.validate import count_breakpoints
+from hango.core.messages import Request, Response
+from hango.middleware.observer import NullObserver
 
 
 @dataclass

@@ -30,7 +30,7 @@ from pathlib import Path
 from statistics import mean
 from typing import IO, Any
 
-from shared.cli.output import (
+from hango.cli.output import (
     by_reason,
     cache_table,
     compaction_json,
@@ -42,25 +42,25 @@ from shared.cli.output import (
     summary_sources,
     summary_sources_line,
 )
-from shared.cli.parsing import positive_int, summary
-from shared.cli.progress import RunStats
-from shared.cli.replaying import (
+from hango.cli.parsing import positive_int, summary
+from hango.cli.progress import RunStats
+from hango.cli.replaying import (
     RecordedReplies,
     ReplayRun,
     replay_transcript,
     transcript_tools,
 )
-from shared.cli.transcripts import Transcript, load_transcript
-from shared.cli.wiring import anthropic_provider, history_file, instrumented, telemetry, with_window
-from shared.compaction.extractive import ExtractiveSummarizer
-from shared.core.errors import ConfigError
-from shared.core.messages import Request
-from shared.core.profiles import Profiles
-from shared.core.settings import Settings, load_settings
-from shared.cost.meter import CacheMeter, cache_json, estimated_sizes, recorded_report
-from shared.history.paths import conversation_history_path
-from shared.tokens import make_estimator
-from shared.wiring.agent import Agent, build_agent
+from hango.cli.transcripts import Transcript, load_transcript
+from hango.cli.wiring import anthropic_provider, history_file, instrumented, telemetry, with_window
+from hango.compaction.extractive import ExtractiveSummarizer
+from hango.core.errors import ConfigError
+from hango.core.messages import Request
+from hango.core.profiles import Profiles
+from hango.core.settings import Settings, load_settings
+from hango.cost.meter import CacheMeter, cache_json, estimated_sizes, recorded_report
+from hango.history.paths import conversation_history_path
+from hango.tokens import make_estimator
+from hango.wiring.agent import Agent, build_agent
 
 
 def add_parser(commands: Any) -> None:

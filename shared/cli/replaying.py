@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.agent.loop import TurnResult
-from shared.cli.transcripts import Transcript, split_turns
-from shared.compaction.record import CompactionRecord
-from shared.core.errors import ContextOverflowError, ProviderError
-from shared.core.messages import (
+from hango.agent.loop import TurnResult
+from hango.cli.transcripts import Transcript, split_turns
+from hango.compaction.record import CompactionRecord
+from hango.core.errors import ContextOverflowError, ProviderError
+from hango.core.messages import (
     ContentBlock,
     Message,
     Request,
@@ -30,10 +30,10 @@ from shared.core.messages import (
     ToolResultBlock,
     Usage,
 )
-from shared.middleware.filesystem import FilesystemMiddleware
-from shared.providers.base import Capabilities
-from shared.tokens import Estimator
-from shared.tools.builtin import (
+from hango.middleware.filesystem import FilesystemMiddleware
+from hango.providers.base import Capabilities
+from hango.tokens import Estimator
+from hango.tools.builtin import (
     COMPACT_CONVERSATION,
     EDIT_FILE,
     LS,
@@ -43,7 +43,7 @@ from shared.tools.builtin import (
     ToolOutcome,
     tool_error,
 )
-from shared.wiring.agent import Agent
+from hango.wiring.agent import Agent
 
 BUILTIN_TOOL_NAMES = frozenset(
     t.name for t in (READ_FILE, WRITE_FILE, EDIT_FILE, LS, COMPACT_CONVERSATION)

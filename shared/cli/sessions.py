@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from shared.agent.loop import summarizer_usage
-from shared.cli.output import (
+from hango.agent.loop import summarizer_usage
+from hango.cli.output import (
     compaction_json,
     compaction_table,
     key_value_table,
@@ -28,24 +28,24 @@ from shared.cli.output import (
     stdout_console,
     usage_json,
 )
-from shared.cli.parsing import add_store_options, summary
-from shared.cli.wiring import (
+from hango.cli.parsing import add_store_options, summary
+from hango.cli.wiring import (
     anthropic_provider,
     history_file,
     instrumented,
     settings_with,
     telemetry,
 )
-from shared.compaction.record import CompactionRecord
-from shared.core.errors import MissingHistoryError, UnknownSessionError
-from shared.core.ids import validate_session_id
-from shared.core.settings import Settings
-from shared.cost.meter import UsageTotals, totals_json
-from shared.history.base import HistoryBackend
-from shared.history.paths import conversation_history_path
-from shared.store import Store
-from shared.wiring.agent import build_agent
-from shared.wiring.history import history_from_settings
+from hango.compaction.record import CompactionRecord
+from hango.core.errors import MissingHistoryError, UnknownSessionError
+from hango.core.ids import validate_session_id
+from hango.core.settings import Settings
+from hango.cost.meter import UsageTotals, totals_json
+from hango.history.base import HistoryBackend
+from hango.history.paths import conversation_history_path
+from hango.store import Store
+from hango.wiring.agent import build_agent
+from hango.wiring.history import history_from_settings
 
 
 def add_parsers(commands: Any) -> None:

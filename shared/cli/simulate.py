@@ -17,9 +17,9 @@ import time
 from statistics import mean
 from typing import Any
 
-from shared.cli.costs import AnsweredCalls, CallCosts, MeteredProvider
-from shared.cli.errors import store_flags
-from shared.cli.output import (
+from hango.cli.costs import AnsweredCalls, CallCosts, MeteredProvider
+from hango.cli.errors import store_flags
+from hango.cli.output import (
     by_reason,
     cache_table,
     compaction_json,
@@ -32,9 +32,9 @@ from shared.cli.output import (
     summary_sources,
     summary_sources_line,
 )
-from shared.cli.parsing import add_store_options, positive_int, summary
-from shared.cli.progress import LiveProgress, RunStats
-from shared.cli.wiring import (
+from hango.cli.parsing import add_store_options, positive_int, summary
+from hango.cli.progress import LiveProgress, RunStats
+from hango.cli.wiring import (
     anthropic_provider,
     history_file,
     instrumented,
@@ -42,12 +42,12 @@ from shared.cli.wiring import (
     telemetry,
     with_window,
 )
-from shared.core.errors import ConfigError
-from shared.core.profiles import Profiles
-from shared.core.settings import Settings, load_settings
-from shared.providers.base import Provider
-from shared.simulate.runner import Simulation, SimulationOutcome, build_simulation, scripted_model
-from shared.tokens import make_estimator
+from hango.core.errors import ConfigError
+from hango.core.profiles import Profiles
+from hango.core.settings import Settings, load_settings
+from hango.providers.base import Provider
+from hango.simulate.runner import Simulation, SimulationOutcome, build_simulation, scripted_model
+from hango.tokens import make_estimator
 
 DEFAULT_TURNS = 24
 DEFAULT_SEED = 7

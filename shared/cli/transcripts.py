@@ -31,9 +31,9 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from shared.compaction.validate import validate_messages
-from shared.core.errors import TranscriptError
-from shared.core.messages import (
+from hango.compaction.validate import validate_messages
+from hango.core.errors import TranscriptError
+from hango.core.messages import (
     MAX_TOOL_INPUT_DEPTH,
     ContentBlock,
     Message,

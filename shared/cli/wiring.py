@@ -11,16 +11,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from shared.core.errors import ConfigError, QueueUnavailableError
-from shared.core.settings import Settings, load_settings
-from shared.history.base import HistoryBackend
-from shared.history.local import LocalHistory
-from shared.middleware.observer import LoopObserver
-from shared.providers.base import Provider
-from shared.telemetry.names import PURPOSE_CHAT, PURPOSE_SUMMARIZE
-from shared.telemetry.observer import TelemetryObserver
-from shared.telemetry.provider import instrument_provider
-from shared.telemetry.setup import TelemetryHandle, setup_telemetry
+from hango.core.errors import ConfigError, QueueUnavailableError
+from hango.core.settings import Settings, load_settings
+from hango.history.base import HistoryBackend
+from hango.history.local import LocalHistory
+from hango.middleware.observer import LoopObserver
+from hango.providers.base import Provider
+from hango.telemetry.names import PURPOSE_CHAT, PURPOSE_SUMMARIZE
+from hango.telemetry.observer import TelemetryObserver
+from hango.telemetry.provider import instrument_provider
+from hango.telemetry.setup import TelemetryHandle, setup_telemetry
 
 SERVICE_NAME = "hango"
 WORKER_PING_TIMEOUT = 3.0
@@ -51,7 +51,7 @@ def anthropic_provider(settings: Settings) -> Provider:
             "no Anthropic API key: set ANTHROPIC_API_KEY (or HANGO_ANTHROPIC_API_KEY)",
             variable="ANTHROPIC_API_KEY",
         )
-    from shared.providers.anthropic import AnthropicProvider
+    from hango.providers.anthropic import AnthropicProvider
 
     return AnthropicProvider.from_settings(settings)
 
@@ -79,7 +79,7 @@ def require_worker(settings: Settings) -> None:
     """Fail clearly unless Redis is configured and at least one worker answers a ping."""
     if not settings.redis_url:
         raise QueueUnavailableError("--queue needs HANGO_REDIS_URL (e.g. redis://127.0.0.1:6379/0)")
-    from shared.queue.dispatch import producer_app
+    from hango.queue.dispatch import producer_app
 
     app = producer_app(settings)
     try:

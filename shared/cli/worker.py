@@ -1,6 +1,6 @@
 """``hango worker``: a Celery worker pool that is started again when it stops on its own.
 
-Every option is handed to ``celery -A worker worker`` (``hango worker -Q summarize -c 4 -E``).
+Every option is handed to ``celery -A hango_worker worker`` (``hango worker -Q summarize -c 4 -E``).
 A worker that exits with a non-zero status, or is killed, is restarted after a back-off of
 1 s, doubling up to 30 s and reset once a run lasted a minute; until then every compaction
 of every agent would wait out the queue deadline and fall back. SIGTERM and SIGINT are
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from shared.cli.parsing import summary
-from shared.core.errors import EXIT_WORKER_CONFIG
+from hango.cli.parsing import summary
+from hango.core.errors import EXIT_WORKER_CONFIG
 
 FIRST_DELAY = 1.0
 MAX_DELAY = 30.0
@@ -37,7 +37,7 @@ Spawn = Callable[[Sequence[str]], "subprocess.Popen[bytes]"]
 
 
 def celery_worker_command(options: Sequence[str]) -> list[str]:
-    return [sys.executable, "-m", "celery", "-A", "worker", "worker", *options]
+    return [sys.executable, "-m", "celery", "-A", "hango_worker", "worker", *options]
 
 
 def _spawn(command: Sequence[str]) -> subprocess.Popen[bytes]:

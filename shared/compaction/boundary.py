@@ -2,7 +2,7 @@
 
 The compacted request is ``[head] + messages[boundary:]``. The boundary is always a group
 start (an assistant message that no tool_use/tool_result pair straddles, see
-:mod:`shared.compaction.groups`), so the kept part opens with an assistant message right
+:mod:`hango.compaction.groups`), so the kept part opens with an assistant message right
 after the user-role head and carries every tool_use together with its tool_result.
 
 The raw boundary ``len(messages) - keep_count`` is moved *back* when it is not a group
@@ -14,8 +14,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
-from shared.compaction.groups import group_starts
-from shared.core.messages import Message
+from hango.compaction.groups import group_starts
+from hango.core.messages import Message
 
 
 def keep_boundary(

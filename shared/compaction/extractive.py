@@ -14,9 +14,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from shared.compaction.jobs import SummaryJob, SummaryResult
-from shared.compaction.summary_prompt import artifact_index
-from shared.core.messages import StoredMessage, ToolResultBlock
+from hango.compaction.jobs import SummaryJob, SummaryResult
+from hango.compaction.summary_prompt import artifact_index
+from hango.core.messages import StoredMessage, ToolResultBlock
 
 SUMMARIZER_NAME = "extractive"
 

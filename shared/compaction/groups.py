@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import pairwise
 
-from shared.core.messages import Message
+from hango.core.messages import Message
 
 
 def _answered_spans(messages: Sequence[Message]) -> list[tuple[int, int]]:

@@ -8,9 +8,9 @@ summary yet it is a short notice that points at the history file.
 
 from __future__ import annotations
 
-from shared.compaction.record import CompactionRecord
-from shared.compaction.summary_prompt import build_summary_message
-from shared.core.messages import Message, TextBlock
+from hango.compaction.record import CompactionRecord
+from hango.compaction.summary_prompt import build_summary_message
+from hango.core.messages import Message, TextBlock
 
 _NOTICE = (
     "[Context notice] {count} earlier messages of this session were removed from this "

@@ -1,7 +1,7 @@
 """The two slow operations of compaction, behind small ports.
 
 The middleware only knows these protocols. The in-process implementations run the work
-inline (the embedded default and the fallback); the queued ones (``shared.queue``) send a
+inline (the embedded default and the fallback); the queued ones (``hango.queue``) send a
 Celery task keyed by ``(session_id, turn)`` and wait for its result in Redis.
 """
 
@@ -14,7 +14,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from shared.core.messages import StoredMessage, Usage
+from hango.core.messages import StoredMessage, Usage
 
 
 class SummaryJob(BaseModel):

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from shared.core.messages import Usage
+from hango.core.messages import Usage
 
 CompactionReason = Literal["threshold", "overflow", "tool", "truncate"]
 

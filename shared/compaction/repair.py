@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from shared.core.collection import Prefix
-from shared.core.identity import Derived, derived, edited
-from shared.core.messages import (
+from hango.core.collection import Prefix
+from hango.core.identity import Derived, derived, edited
+from hango.core.messages import (
     ContentBlock,
     Message,
     StoredMessage,
@@ -246,7 +246,7 @@ class SendableCopy:
     redone. Another list, another start or another head (a new compaction, another
     session) starts over, and so does a list whose seen part changed.
 
-    The messages come back as a :class:`~shared.core.identity.Derived` of the previous
+    The messages come back as a :class:`~hango.core.identity.Derived` of the previous
     call's, naming the positions redone, so what is derived from them downstream (the
     request estimate, the checks, the API body) is redone there only; a call with
     nothing new gets the very same objects back.

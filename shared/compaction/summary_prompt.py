@@ -20,9 +20,9 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from shared.compaction.jobs import SummaryJob
-from shared.core.identity import IdentityCache
-from shared.core.messages import (
+from hango.compaction.jobs import SummaryJob
+from hango.core.identity import IdentityCache
+from hango.core.messages import (
     Message,
     RedactedThinkingBlock,
     Request,

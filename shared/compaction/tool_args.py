@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from shared.core.identity import Derived, changed_positions, derived, edited
-from shared.core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
-from shared.tokens.base import Estimator
+from hango.core.identity import Derived, changed_positions, derived, edited
+from hango.core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from hango.tokens.base import Estimator
 
 DEFAULT_PREVIEW_CHARS = 200
 """Characters kept from a truncated argument string, and from each end of a tool result."""
@@ -194,7 +194,7 @@ class TruncationLedger:
     Call after call the outgoing messages are the previous call's objects plus what was
     appended; what truncation makes of each position (the truncated form, the blocks it
     cut, the tokens it saves) is kept and redone only at positions whose message changed
-    (:func:`~shared.core.identity.changed_positions`). Positions are worked out lazily, up
+    (:func:`~hango.core.identity.changed_positions`). Positions are worked out lazily, up
     to the furthest one asked about, so a message in the keep window is never truncated
     before it leaves it. Sums over a range come from running totals (a Fenwick tree), so
     asking how much a range would clear costs O(log n), not O(range).

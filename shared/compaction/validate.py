@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from shared.core.identity import HeldMemo, changed_positions, position_total
-from shared.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
+from hango.core.identity import HeldMemo, changed_positions, position_total
+from hango.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
 
 ViolationKind = Literal[
     "alternation",

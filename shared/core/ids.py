@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from shared.core.errors import InvalidSessionIdError
+from hango.core.errors import InvalidSessionIdError
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 

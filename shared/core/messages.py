@@ -24,7 +24,7 @@ from pydantic import (
     field_serializer,
 )
 
-from shared.core.identity import HeldMemo, IdentityCache, per_position
+from hango.core.identity import HeldMemo, IdentityCache, per_position
 
 JsonObject = dict[str, Any]
 
@@ -247,7 +247,7 @@ class Request(WireModel):
         What the provider sends. The keys come in the order ``to_api()`` gives them; the
         message list and the objects inside are shared with other requests, so change the
         top level only (``to_api()`` is the copy to edit). For a request whose messages
-        are a :class:`~shared.core.identity.Derived` of an earlier one, the cost is that of
+        are a :class:`~hango.core.identity.Derived` of an earlier one, the cost is that of
         the messages that changed: the list is the previous body's, brought up to date in
         place once that body is dropped (copied first while it is still held).
         """

@@ -1,6 +1,6 @@
 """One model's prices in USD per million tokens, and what a call's tokens cost.
 
-A core type because it is part of a model's profile (:mod:`shared.core.profiles` holds
+A core type because it is part of a model's profile (:mod:`hango.core.profiles` holds
 the table) and of a ``HANGO_MODEL_PROFILES`` entry, which the settings validate.
 
 The cache multipliers: a 5-minute cache write costs 1.25x the base input price and a

@@ -16,7 +16,7 @@ Dated ids (``claude-sonnet-4-5-20250929``, ``claude-sonnet-4-5@20250929``) resol
 their base id. The table is a seed (research note A5); windows change, so an override
 always wins.
 
-Each profile also carries the model's :class:`~shared.core.price.Price` and its minimum
+Each profile also carries the model's :class:`~hango.core.price.Price` and its minimum
 cacheable prefix (an override may set either). Those two tables are looked up by *rate
 key*: the id without a snapshot date and without a bracketed variant (``[1m]``), a
 stricter form of prefix matching, so ``claude-opus-5-5`` never silently inherits
@@ -56,8 +56,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.core.price import Price
-from shared.core.settings import ProfileOverride, Settings
+from hango.core.price import Price
+from hango.core.settings import ProfileOverride, Settings
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The one settings object, built once from ``HANGO_*`` at start-up and passed down.
 
 Nothing else in the product reads ``os.environ`` for its own configuration. A bad value
-fails here, at start-up, with a :class:`~shared.core.errors.ConfigError` naming the variable.
+fails here, at start-up, with a :class:`~hango.core.errors.ConfigError` naming the variable.
 
 Where state lives is decided here, once: ``HANGO_HOME`` (default a per-user data directory)
 holds the default database and history root, as absolute paths, so every command finds
@@ -29,8 +29,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
-from shared.core.errors import ConfigError
-from shared.core.price import Price
+from hango.core.errors import ConfigError
+from hango.core.price import Price
 
 ENV_PREFIX = "HANGO_"
 APP_NAME = "hango"
@@ -117,7 +117,7 @@ class Settings(BaseSettings):
 
     # The worker system (shared/queue, worker/). The limits nest:
     # summarizer_timeout < worker_soft_time_limit < worker_time_limit < queue_visibility_timeout,
-    # checked when the Celery configuration is built (shared.queue.celery_config).
+    # checked when the Celery configuration is built (hango.queue.celery_config).
     # anthropic | extractive | simulated | package.module:factory
     worker_summarizer: str = "anthropic"
     # Seconds the simulation's scripted summarizer takes per summary (worker and in-process).

@@ -2,11 +2,11 @@
 
 ``cache_model`` owns the cache simulator and the ledger of recorded or simulated cache
 usage. Prices and each model's minimum cacheable prefix are facts of the model's profile
-(:mod:`shared.core.profiles`, overridable through ``HANGO_MODEL_PROFILES``); this
+(:mod:`hango.core.profiles`, overridable through ``HANGO_MODEL_PROFILES``); this
 package reads them from there.
 """
 
-from shared.cost.cache_model import (
+from hango.cost.cache_model import (
     DEFAULT_TTL_SECONDS,
     LOOKBACK_POSITIONS,
     MAX_BREAKPOINTS,

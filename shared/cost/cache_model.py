@@ -52,7 +52,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from shared.core.messages import (
+from hango.core.messages import (
     ContentBlock,
     RedactedThinkingBlock,
     Request,
@@ -62,8 +62,8 @@ from shared.core.messages import (
     ToolResultBlock,
     Usage,
 )
-from shared.core.price import Price
-from shared.core.profiles import DEFAULT_MIN_CACHEABLE_TOKENS, ModelProfile
+from hango.core.price import Price
+from hango.core.profiles import DEFAULT_MIN_CACHEABLE_TOKENS, ModelProfile
 
 MAX_BREAKPOINTS = 4  # [docs]
 LOOKBACK_POSITIONS = 20  # [docs]

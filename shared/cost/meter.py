@@ -4,7 +4,7 @@
 (the model's minimum from its profile) and keeps the :class:`CacheLedger`; block sizes
 come from the configured estimator (:func:`estimated_sizes`). :func:`cache_json` is the
 ``"cache"`` object the commands print (``hango replay --json``, ``hango simulate
---json``), priced with the profile's :class:`~shared.core.price.Price`.
+--json``), priced with the profile's :class:`~hango.core.price.Price`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from shared.core.messages import Request, Usage
-from shared.core.price import Price
-from shared.core.profiles import ModelProfile
-from shared.cost.cache_model import (
+from hango.core.messages import Request, Usage
+from hango.core.price import Price
+from hango.core.profiles import ModelProfile
+from hango.cost.cache_model import (
     DEFAULT_TTL_SECONDS,
     CacheLedger,
     CacheReport,
@@ -26,7 +26,7 @@ from shared.cost.cache_model import (
     WireBlock,
     blocks_from_request,
 )
-from shared.tokens.base import Estimator
+from hango.tokens.base import Estimator
 
 
 def estimated_sizes(estimator: Estimator) -> SizeOf:

@@ -2,7 +2,7 @@
 
 Paths are virtual and absolute (``/conversation_history/{session_id}.md``,
 ``/large_tool_results/{session_id}/{tool_use_id}``, files the agent writes). Every
-backend normalises them with :func:`shared.history.paths.normalize` first, so nothing
+backend normalises them with :func:`hango.history.paths.normalize` first, so nothing
 escapes the root.
 """
 

@@ -1,7 +1,7 @@
 """The local-directory history backend: virtual paths become files under one root.
 
 Two guards keep every file inside the root (invariant 7): the virtual path is normalised
-by name first (:func:`shared.history.paths.normalize`), then the joined path is resolved
+by name first (:func:`hango.history.paths.normalize`), then the joined path is resolved
 (symlinks followed) and must still lie inside the resolved root, so a symlink planted
 under the root cannot lead a read or write outside it.
 
@@ -21,14 +21,14 @@ from collections.abc import Iterator
 from io import BufferedRandom
 from pathlib import Path
 
-from shared.core.errors import HistoryPathError
-from shared.history.paths import is_under, joined, normalize, section_keys, section_text
+from hango.core.errors import HistoryPathError
+from hango.history.paths import is_under, joined, normalize, section_keys, section_text
 
 _TEMP_PREFIX = ".hango-tmp-"
 
 
 class LocalHistory:
-    """A :class:`~shared.history.base.HistoryBackend` over the directory ``root``."""
+    """A :class:`~hango.history.base.HistoryBackend` over the directory ``root``."""
 
     def __init__(self, root: Path) -> None:
         root.mkdir(parents=True, exist_ok=True)

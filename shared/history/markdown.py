@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from shared.core.messages import (
+from hango.core.messages import (
     ContentBlock,
     ImageBlock,
     RedactedThinkingBlock,

@@ -12,8 +12,8 @@ a keyed section was appended, so both backends agree on what a file contains.
 
 from __future__ import annotations
 
-from shared.core.errors import HistoryPathError
-from shared.core.ids import is_safe_id, validate_session_id
+from hango.core.errors import HistoryPathError
+from hango.core.ids import is_safe_id, validate_session_id
 
 # ASCII only (the explicit ranges do not match other scripts' letters or digits), so no
 # look-alike or full-width character can smuggle a dot or slash into a file name.

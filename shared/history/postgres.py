@@ -29,18 +29,18 @@ from sqlalchemy import (
     select,
 )
 
-from shared.core.errors import HistoryPathError
-from shared.history.paths import (
+from hango.core.errors import HistoryPathError
+from hango.history.paths import (
     is_under,
     normalize,
     section_keys,
     section_text,
 )
-from shared.store.tables import conflict_insert, history_files, history_sections
+from hango.store.tables import conflict_insert, history_files, history_sections
 
 
 class PostgresHistory:
-    """A :class:`~shared.history.base.HistoryBackend` over the ``history_*`` tables."""
+    """A :class:`~hango.history.base.HistoryBackend` over the ``history_*`` tables."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -144,7 +144,7 @@ def _appended(addition: str) -> ColumnElement[str]:
     """SQL for the current text + ``addition``, starting ``addition`` on a fresh line.
 
     Evaluated by the upsert against the locked, latest row, so it never loses a
-    concurrent append (mirrors :func:`shared.history.paths.joined`).
+    concurrent append (mirrors :func:`hango.history.paths.joined`).
     """
     current = history_files.c.content
     text = literal(addition, String)

@@ -29,13 +29,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shared.compaction.record import (
+from hango.compaction.record import (
     CompactionReason,
     CompactionRecord,
     PendingSummary,
     RunState,
 )
-from shared.core.messages import Request, Response, StoredMessage, TextBlock, ToolDefinition
+from hango.core.messages import Request, Response, StoredMessage, TextBlock, ToolDefinition
 
 
 @dataclass(frozen=True)

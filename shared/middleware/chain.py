@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import reduce
 
-from shared.core.messages import Response
-from shared.middleware.base import Assembly, Handler, Middleware, ModelCall
+from hango.core.messages import Response
+from hango.middleware.base import Assembly, Handler, Middleware, ModelCall
 
 
 def build_chain(

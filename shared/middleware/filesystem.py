@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 
-from shared.core.errors import HangoError
-from shared.core.messages import TextBlock
-from shared.history.base import HistoryBackend
-from shared.history.paths import large_tool_result_path
-from shared.middleware.base import Assembly, PassThrough
-from shared.tokens.base import Estimator
-from shared.tools.builtin import ToolRegistry
+from hango.core.errors import HangoError
+from hango.core.messages import TextBlock
+from hango.history.base import HistoryBackend
+from hango.history.paths import large_tool_result_path
+from hango.middleware.base import Assembly, PassThrough
+from hango.tokens.base import Estimator
+from hango.tools.builtin import ToolRegistry
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Protocol
 
-from shared.compaction.record import CompactionRecord
-from shared.core.messages import Request, Response
+from hango.compaction.record import CompactionRecord
+from hango.core.messages import Request, Response
 
 
 class LoopObserver(Protocol):

@@ -41,9 +41,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard, TypeVar
 
-from shared.compaction.validate import MAX_BREAKPOINTS, count_breakpoints
-from shared.core.identity import HeldMemo, IdentityCache, replaced
-from shared.core.messages import (
+from hango.compaction.validate import MAX_BREAKPOINTS, count_breakpoints
+from hango.core.identity import HeldMemo, IdentityCache, replaced
+from hango.core.messages import (
     CacheControl,
     ContentBlock,
     ImageBlock,
@@ -55,9 +55,9 @@ from shared.core.messages import (
     ToolUseBlock,
     WireModel,
 )
-from shared.middleware.base import Assembly, Handler, ModelCall
-from shared.tokens.base import Estimator
-from shared.tokens.measure import FixedEstimate
+from hango.middleware.base import Assembly, Handler, ModelCall
+from hango.tokens.base import Estimator
+from hango.tokens.measure import FixedEstimate
 
 logger = logging.getLogger(__name__)
 

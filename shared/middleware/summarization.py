@@ -29,10 +29,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from shared.compaction.boundary import keep_boundary
-from shared.compaction.extractive import ExtractiveSummarizer
-from shared.compaction.head import head_message
-from shared.compaction.jobs import (
+from hango.compaction.boundary import keep_boundary
+from hango.compaction.extractive import ExtractiveSummarizer
+from hango.compaction.head import head_message
+from hango.compaction.jobs import (
     HistoryOffloader,
     OffloadJob,
     Summarizer,
@@ -40,20 +40,20 @@ from shared.compaction.jobs import (
     SummaryResult,
     range_fingerprint,
 )
-from shared.compaction.mechanical import drop_oldest_groups
-from shared.compaction.record import CompactionReason, CompactionRecord, PendingSummary
-from shared.compaction.summary_prompt import artifact_index
-from shared.compaction.validate import Violation, validate_messages
-from shared.core.errors import CannotFitError
-from shared.core.identity import RecentlyUsed
-from shared.core.messages import Message, Response, StoredMessage
-from shared.core.profiles import ModelProfile
-from shared.history.paths import conversation_history_path
-from shared.middleware.base import Handler, ModelCall, PassThrough
-from shared.middleware.observer import LoopObserver, NullObserver
-from shared.providers.base import Provider
-from shared.tokens.base import Estimator
-from shared.tokens.measure import (
+from hango.compaction.mechanical import drop_oldest_groups
+from hango.compaction.record import CompactionReason, CompactionRecord, PendingSummary
+from hango.compaction.summary_prompt import artifact_index
+from hango.compaction.validate import Violation, validate_messages
+from hango.core.errors import CannotFitError
+from hango.core.identity import RecentlyUsed
+from hango.core.messages import Message, Response, StoredMessage
+from hango.core.profiles import ModelProfile
+from hango.history.paths import conversation_history_path
+from hango.middleware.base import Handler, ModelCall, PassThrough
+from hango.middleware.observer import LoopObserver, NullObserver
+from hango.providers.base import Provider
+from hango.tokens.base import Estimator
+from hango.tokens.measure import (
     Anchor,
     RequestEstimate,
     can_count_tokens,

@@ -1,7 +1,7 @@
 """The tool-argument truncation middleware: the cheapest of the three mechanisms.
 
 Large tool inputs and tool results in old messages are cut to a preview plus a size note
-on the outgoing copy (the pure work is :func:`shared.compaction.tool_args.truncate_tool_args`).
+on the outgoing copy (the pure work is :func:`hango.compaction.tool_args.truncate_tool_args`).
 Often this alone keeps a session under the trigger, and it never touches the stored
 messages.
 
@@ -27,15 +27,15 @@ from __future__ import annotations
 
 import bisect
 
-from shared.compaction.tool_args import TruncationLedger, TruncationMemo
-from shared.core.collection import Prefix
-from shared.core.identity import RecentlyUsed
-from shared.core.messages import Response
-from shared.core.profiles import ModelProfile
-from shared.middleware.base import Handler, ModelCall, PassThrough
-from shared.middleware.observer import LoopObserver, NullObserver
-from shared.tokens.base import Estimator
-from shared.tokens.measure import RequestEstimate
+from hango.compaction.tool_args import TruncationLedger, TruncationMemo
+from hango.core.collection import Prefix
+from hango.core.identity import RecentlyUsed
+from hango.core.messages import Response
+from hango.core.profiles import ModelProfile
+from hango.middleware.base import Handler, ModelCall, PassThrough
+from hango.middleware.observer import LoopObserver, NullObserver
+from hango.tokens.base import Estimator
+from hango.tokens.measure import RequestEstimate
 
 DEFAULT_CLEAR_AT_LEAST = 10_000
 """Tokens a truncation step must clear (``HANGO_TOOL_ARG_CLEAR_AT_LEAST``)."""

@@ -1,5 +1,5 @@
 """Model providers: the protocol, the Anthropic SDK adapter and a scripted fake."""
 
-from shared.providers.base import Capabilities, Provider
+from hango.providers.base import Capabilities, Provider
 
 __all__ = ["Capabilities", "Provider"]

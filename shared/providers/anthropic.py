@@ -4,7 +4,7 @@ It owns four things: building the SDK client (timeouts and retries are the SDK's
 options, never a loop of ours), sending exactly the JSON of a :class:`Request`, reading
 the raw response JSON into a :class:`Response` (so no field the SDK does not model is
 lost), and :func:`provider_error` -- the one place where SDK exceptions become
-:mod:`shared.core.errors`. The API key is only ever handed to the SDK; error messages are
+:mod:`hango.core.errors`. The API key is only ever handed to the SDK; error messages are
 built from the API's own error text and scrubbed of the key.
 
 No SDK exception crosses the boundary, not even as the cause or context of ours: an
@@ -25,16 +25,16 @@ import anthropic
 from anthropic.resources.messages import Messages
 from pydantic import ValidationError
 
-from shared.core.errors import (
+from hango.core.errors import (
     ConfigError,
     ContextOverflowError,
     InvalidRequestError,
     ProviderError,
     TransientProviderError,
 )
-from shared.core.messages import JsonObject, Request, Response
-from shared.core.settings import Settings
-from shared.providers.base import Capabilities
+from hango.core.messages import JsonObject, Request, Response
+from hango.core.settings import Settings
+from hango.providers.base import Capabilities
 
 # The API gives no error code for an overflow, only this text (research note A3), so
 # matching it is unavoidable; it is matched here and nowhere else.
@@ -184,7 +184,7 @@ class AnthropicProvider:
         return f"AnthropicProvider(base_url={str(self._client.base_url)!r})"
 
     def complete(self, request: Request) -> Response:
-        """Send ``request`` as is; raise :mod:`shared.core.errors` on failure or overflow."""
+        """Send ``request`` as is; raise :mod:`hango.core.errors` on failure or overflow."""
         self._require_credentials()
         arguments = sdk_arguments(request.api_body(), _CREATE_KEYS)
         raw = self._guarded(lambda: self._client.messages.with_raw_response.create(**arguments))

@@ -1,8 +1,8 @@
 """The provider boundary: one required ability and one optional one.
 
 ``Provider.complete`` sends a request and returns the model's response, raising the
-errors of :mod:`shared.core.errors` (never an SDK exception). The optional ability to count a
-request exactly is :class:`shared.tokens.base.TokenCounter` (a ``count_tokens`` method),
+errors of :mod:`hango.core.errors` (never an SDK exception). The optional ability to count a
+request exactly is :class:`hango.tokens.base.TokenCounter` (a ``count_tokens`` method),
 checked with ``isinstance`` and declared nowhere else: a wrapper that cannot count (the
 instrumented provider around a provider that cannot) simply has no such method.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from shared.core.messages import Request, Response
+from hango.core.messages import Request, Response
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from shared.core.errors import ProviderError
-from shared.core.messages import Request, Response, TextBlock, ToolUseBlock, Usage
-from shared.providers.base import Capabilities
+from hango.core.errors import ProviderError
+from hango.core.messages import Request, Response, TextBlock, ToolUseBlock, Usage
+from hango.providers.base import Capabilities
 
 Reply = Response | BaseException | Callable[[Request], Response]
 

@@ -1,4 +1,4 @@
-"""The Celery configuration both sides share, built from :class:`~shared.core.settings.Settings`.
+"""The Celery configuration both sides share, built from :class:`~hango.core.settings.Settings`.
 
 The worker app (``worker/app.py``) and the agent's producer app use the same dict, so a
 task published by the agent is routed, serialized and expired exactly as the worker
@@ -12,7 +12,7 @@ expects. The reliability choices follow Celery 5.7 on Redis:
 - worker task events on, so Flower shows tasks from receipt to result (the producer's
   ``task-sent`` event is off: it would cost every publish a round trip);
 - kombu's Redis transport with a channel close that survives a Redis restart
-  (:mod:`shared.queue.redis_transport`), and running tasks not cancelled when the broker
+  (:mod:`hango.queue.redis_transport`), and running tasks not cancelled when the broker
   connection drops: the task finishes and its late ack reaches the restarted Redis.
 """
 
@@ -24,9 +24,9 @@ from typing import Any
 
 from kombu import Exchange, Queue
 
-from shared.core.errors import ConfigError
-from shared.core.settings import Settings, env_name
-from shared.queue import redis_transport
+from hango.core.errors import ConfigError
+from hango.core.settings import Settings, env_name
+from hango.queue import redis_transport
 
 SUMMARIZE_QUEUE = "summarize"
 OFFLOAD_QUEUE = "offload"

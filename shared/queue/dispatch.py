@@ -1,7 +1,7 @@
 """Publishing the summarize and offload tasks from the agent side.
 
 The agent does not import the worker package: it publishes by task name through a small
-producer app built from the same configuration (:func:`shared.queue.celery_config.celery_config`),
+producer app built from the same configuration (:func:`hango.queue.celery_config.celery_config`),
 so an agent host needs Redis and nothing of the worker's runtime. A publish that cannot
 reach the broker fails fast (bounded retry policy) instead of stalling the turn.
 """
@@ -14,8 +14,8 @@ from typing import Any, Protocol
 from celery import Celery
 from celery.utils.dispatch import Signal
 
-from shared.core.settings import Settings
-from shared.queue.celery_config import celery_config
+from hango.core.settings import Settings
+from hango.queue.celery_config import celery_config
 
 # kombu's default retries a failed publish for a few seconds; a turn falls back instead.
 PUBLISH_RETRY_POLICY = {

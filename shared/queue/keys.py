@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.compaction.jobs import range_fingerprint
+from hango.compaction.jobs import range_fingerprint
 
 JobKind = Literal["summary", "offload"]
 

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 import redis
 
-from shared.core.errors import LeaseBusyError
+from hango.core.errors import LeaseBusyError
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 ``QueuedSummarizer`` and ``QueuedOffloader`` implement the ``Summarizer`` and
 ``HistoryOffloader`` ports by publishing a task keyed by ``(session_id, turn)`` and
-waiting for its committed result in Redis (:mod:`shared.queue.waiting`). They send ids
+waiting for its committed result in Redis (:mod:`hango.queue.waiting`). They send ids
 and sequence numbers only; the worker reloads the evicted range from the store.
 
 When the queue cannot deliver — Redis or the broker unreachable, no result before the
@@ -23,24 +23,24 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
-from shared.compaction.jobs import (
+from hango.compaction.jobs import (
     HistoryOffloader,
     OffloadJob,
     Summarizer,
     SummaryJob,
     SummaryResult,
 )
-from shared.core.errors import (
+from hango.core.errors import (
     JobFailedError,
     PublishError,
     QueueDeadlineError,
     QueueUnavailableError,
 )
-from shared.history.base import HistoryBackend
-from shared.queue.celery_config import OFFLOAD_TASK, SUMMARIZE_TASK
-from shared.queue.dispatch import Dispatcher
-from shared.queue.keys import JobKey, JobKind, range_fingerprint
-from shared.queue.waiting import DEADLINE_GRACE, Bounded, JobCache, WaitPolicy, await_job
+from hango.history.base import HistoryBackend
+from hango.queue.celery_config import OFFLOAD_TASK, SUMMARIZE_TASK
+from hango.queue.dispatch import Dispatcher
+from hango.queue.keys import JobKey, JobKind, range_fingerprint
+from hango.queue.waiting import DEADLINE_GRACE, Bounded, JobCache, WaitPolicy, await_job
 
 log = logging.getLogger(__name__)
 

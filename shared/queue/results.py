@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import redis
 
-from shared.core.errors import LeaseBusyError
-from shared.queue.keys import JobKey
-from shared.queue.lease import Lease
+from hango.core.errors import LeaseBusyError
+from hango.queue.keys import JobKey
+from hango.queue.lease import Lease
 
 # How long a job's wake-up list lives: only callers waiting right now use it.
 DONE_TTL_MS = 300_000

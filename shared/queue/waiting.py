@@ -24,17 +24,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from shared.core.errors import (
+from hango.core.errors import (
     JobFailedError,
     PublishError,
     QueueDeadlineError,
 )
-from shared.queue.keys import JobKey
-from shared.queue.results import JobState
+from hango.queue.keys import JobKey
+from hango.queue.results import JobState
 
 
 class JobCache(Protocol):
-    """What a caller needs of the job's keys (:class:`~shared.queue.results.ResultCache`)."""
+    """What a caller needs of the job's keys (:class:`~hango.queue.results.ResultCache`)."""
 
     def state(self, key: JobKey) -> JobState: ...
     def commit(self, key: JobKey, payload: str) -> str: ...

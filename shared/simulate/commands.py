@@ -13,11 +13,11 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from shared.core.messages import ToolDefinition
-from shared.history.base import HistoryBackend
-from shared.simulate.content import build_log, grep_log, pytest_log
-from shared.simulate.plan import BUG_MARKER, WORKSPACE
-from shared.tools.builtin import Tool, ToolOutcome
+from hango.core.messages import ToolDefinition
+from hango.history.base import HistoryBackend
+from hango.simulate.content import build_log, grep_log, pytest_log
+from hango.simulate.plan import BUG_MARKER, WORKSPACE
+from hango.tools.builtin import Tool, ToolOutcome
 
 RUN_COMMAND = ToolDefinition(
     name="run_command",

@@ -1,6 +1,6 @@
 """``ScriptedCodingModel``: a deterministic, offline stand-in for a coding model.
 
-It is a :class:`~shared.providers.base.Provider` like the Anthropic adapter, so the
+It is a :class:`~hango.providers.base.Provider` like the Anthropic adapter, so the
 simulation drives the real loop and middleware through the same path a deployment uses:
 
 * a request whose last message is a new user task starts a plan (:mod:`.plan`): look
@@ -26,8 +26,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.core.errors import ContextOverflowError
-from shared.core.messages import (
+from hango.core.errors import ContextOverflowError
+from hango.core.messages import (
     Message,
     Request,
     Response,
@@ -36,10 +36,10 @@ from shared.core.messages import (
     ToolUseBlock,
     Usage,
 )
-from shared.core.settings import Settings
-from shared.providers.base import Capabilities
-from shared.simulate.plan import Call, Step, plan_task
-from shared.simulate.summary import is_summary_request, scripted_summary
+from hango.core.settings import Settings
+from hango.providers.base import Capabilities
+from hango.simulate.plan import Call, Step, plan_task
+from hango.simulate.summary import is_summary_request, scripted_summary
 
 # Real Claude tokenizers yield more tokens than the local estimators for the same text
 # (measured on real sessions: docs/benchmarks.md); this counter errs the same way.

@@ -12,7 +12,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from shared.simulate.content import NOUNS, PACKAGES, Module, module_source, new_module, test_source
+from hango.simulate.content import NOUNS, PACKAGES, Module, module_source, new_module, test_source
 
 WORKSPACE = "/work"
 

@@ -13,23 +13,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.agent.loop import TurnResult
-from shared.compaction.record import CompactionRecord
-from shared.core.ids import validate_session_id
-from shared.core.profiles import Profiles
-from shared.core.settings import Settings
-from shared.history.base import HistoryBackend
-from shared.history.local import LocalHistory
-from shared.history.paths import conversation_history_path
-from shared.middleware.observer import LoopObserver
-from shared.providers.base import Provider
-from shared.simulate.commands import PretendShell
-from shared.simulate.model import ScriptedCodingModel
-from shared.simulate.user import ScriptedUser
-from shared.simulate.workspace import SessionWorkspace
-from shared.store.repository import SessionInfo
-from shared.wiring.agent import Agent, build_agent, open_store
-from shared.wiring.history import history_from_settings
+from hango.agent.loop import TurnResult
+from hango.compaction.record import CompactionRecord
+from hango.core.ids import validate_session_id
+from hango.core.profiles import Profiles
+from hango.core.settings import Settings
+from hango.history.base import HistoryBackend
+from hango.history.local import LocalHistory
+from hango.history.paths import conversation_history_path
+from hango.middleware.observer import LoopObserver
+from hango.providers.base import Provider
+from hango.simulate.commands import PretendShell
+from hango.simulate.model import ScriptedCodingModel
+from hango.simulate.user import ScriptedUser
+from hango.simulate.workspace import SessionWorkspace
+from hango.store.repository import SessionInfo
+from hango.wiring.agent import Agent, build_agent, open_store
+from hango.wiring.history import history_from_settings
 
 TurnCallback = Callable[[int, TurnResult], None]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from shared.compaction.summary_prompt import SUMMARY_SECTIONS
-from shared.core.messages import Request
+from hango.compaction.summary_prompt import SUMMARY_SECTIONS
+from hango.core.messages import Request
 
 _PATH = re.compile(r"/(?:work|conversation_history|large_tool_results)/[\w./-]+\w")
 _TICKET = re.compile(r"\bHANGO-\d+\b")

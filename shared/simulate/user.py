@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from shared.simulate.content import NOUNS, PACKAGES, VERBS
+from hango.simulate.content import NOUNS, PACKAGES, VERBS
 
 _ANSWERS = (
     "Yes, go ahead.",

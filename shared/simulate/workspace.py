@@ -10,9 +10,9 @@ history, large tool results) passes through unchanged.
 
 from __future__ import annotations
 
-from shared.history.base import HistoryBackend
-from shared.history.paths import is_under, normalize
-from shared.simulate.plan import WORKSPACE
+from hango.history.base import HistoryBackend
+from hango.history.paths import is_under, normalize
+from hango.simulate.plan import WORKSPACE
 
 SIMULATIONS_DIR = "/simulations"
 

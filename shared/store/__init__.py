@@ -1,5 +1,5 @@
 """The store: sessions, append-only messages and runs, on PostgreSQL or SQLite."""
 
-from shared.store.repository import MessageEstimate, RunInfo, SessionInfo, Store
+from hango.store.repository import MessageEstimate, RunInfo, SessionInfo, Store
 
 __all__ = ["MessageEstimate", "RunInfo", "SessionInfo", "Store"]

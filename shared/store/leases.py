@@ -10,7 +10,7 @@ increments, and an expiry that a heartbeat thread pushes forward while the turn 
 - **a crashed holder** stops heartbeating; its lease expires after ``ttl`` seconds and the
   next caller takes it (and resumes the turn it left unfinished);
 - **fencing**: the store checks the holder's fence in the same transaction as each
-  append (:meth:`~shared.store.repository.Store.append_message`), so a holder that was
+  append (:meth:`~hango.store.repository.Store.append_message`), so a holder that was
   paused past its expiry (a long GC, a suspended VM) and taken over cannot interleave its
   messages with the new holder's.
 
@@ -32,8 +32,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from shared.core.errors import SessionBusyError, TurnLeaseLostError
-from shared.store.tables import conflict_insert, session_leases
+from hango.core.errors import SessionBusyError, TurnLeaseLostError
+from hango.store.tables import conflict_insert, session_leases
 
 log = logging.getLogger(__name__)
 

@@ -28,13 +28,13 @@ from sqlalchemy import Connection, Engine, Row, event, func, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from shared.compaction.record import RunState
-from shared.core.errors import ConfigError, SchemaNotReadyError, UnknownSessionError
-from shared.core.ids import validate_session_id
-from shared.core.messages import Message, StoredMessage
-from shared.cost.meter import UsageTotals
-from shared.store.leases import TurnLease, check_fence
-from shared.store.tables import conflict_insert, messages, runs, sessions
+from hango.compaction.record import RunState
+from hango.core.errors import ConfigError, SchemaNotReadyError, UnknownSessionError
+from hango.core.ids import validate_session_id
+from hango.core.messages import Message, StoredMessage
+from hango.cost.meter import UsageTotals
+from hango.store.leases import TurnLease, check_fence
+from hango.store.tables import conflict_insert, messages, runs, sessions
 
 RUN_STATUSES = frozenset({"running", "completed", "failed"})
 FINISHED_STATUSES = frozenset({"completed", "failed"})

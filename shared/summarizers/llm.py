@@ -18,13 +18,13 @@ import logging
 import re
 from collections.abc import Callable
 
-from shared.compaction.extractive import ExtractiveSummarizer
-from shared.compaction.jobs import Summarizer, SummaryJob, SummaryResult
-from shared.compaction.summary_prompt import build_summary_request
-from shared.compaction.validate import format_violations, validate_request
-from shared.core.errors import HangoError, TransientProviderError
-from shared.core.messages import Request, Response, TextBlock, Usage
-from shared.providers.base import Provider
+from hango.compaction.extractive import ExtractiveSummarizer
+from hango.compaction.jobs import Summarizer, SummaryJob, SummaryResult
+from hango.compaction.summary_prompt import build_summary_request
+from hango.compaction.validate import format_violations, validate_request
+from hango.core.errors import HangoError, TransientProviderError
+from hango.core.messages import Request, Response, TextBlock, Usage
+from hango.providers.base import Provider
 
 logger = logging.getLogger(__name__)
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from shared.compaction.jobs import OffloadJob
-from shared.history.base import HistoryBackend
-from shared.history.markdown import render_evicted
-from shared.history.paths import conversation_history_path
+from hango.compaction.jobs import OffloadJob
+from hango.history.base import HistoryBackend
+from hango.history.markdown import render_evicted
+from hango.history.paths import conversation_history_path
 
 
 class InlineOffloader:

@@ -9,7 +9,7 @@ has one (``gen_ai.*``, ``error.type``) and use ``hango.*`` otherwise.
 is built from explicit providers (tests pass in-memory ones) or from the globals.
 :func:`conversation` opens the scope that tells an instrumented provider which session
 and turn it is serving, in-process or on a worker. Setting up exporters from the
-``OTEL_*`` environment lives in :mod:`shared.telemetry.setup`.
+``OTEL_*`` environment lives in :mod:`hango.telemetry.setup`.
 """
 
 from __future__ import annotations

@@ -21,11 +21,11 @@ from typing import ParamSpec
 
 from opentelemetry.trace import Span, SpanKind
 
-from shared.compaction.record import CompactionRecord
-from shared.core.messages import Request, Response
-from shared.middleware.observer import NullObserver
-from shared.telemetry import names as t
-from shared.telemetry.names import ConversationScope, Telemetry
+from hango.compaction.record import CompactionRecord
+from hango.core.messages import Request, Response
+from hango.middleware.observer import NullObserver
+from hango.telemetry import names as t
+from hango.telemetry.names import ConversationScope, Telemetry
 
 compaction_log = logging.getLogger(t.COMPACTION_LOGGER)
 logger = logging.getLogger(__name__)

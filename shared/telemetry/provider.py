@@ -18,11 +18,11 @@ from typing import cast
 
 from opentelemetry.trace import SpanKind
 
-from shared.core.messages import Request, Response
-from shared.providers.base import Capabilities, Provider
-from shared.telemetry import names as t
-from shared.telemetry.names import Attributes, ConversationScope, Telemetry
-from shared.tokens.base import TokenCounter
+from hango.core.messages import Request, Response
+from hango.providers.base import Capabilities, Provider
+from hango.telemetry import names as t
+from hango.telemetry.names import Attributes, ConversationScope, Telemetry
+from hango.tokens.base import TokenCounter
 
 
 class InstrumentedProvider:

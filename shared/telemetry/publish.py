@@ -26,8 +26,8 @@ from opentelemetry import trace
 from opentelemetry.propagate import inject
 from opentelemetry.trace import SpanKind, StatusCode
 
-from shared.queue.dispatch import publish_failed
-from shared.telemetry import names as t
+from hango.queue.dispatch import publish_failed
+from hango.telemetry import names as t
 
 # A refused publish is closed by ``publish_failed``; publishes that got neither signal are
 # closed as failures once this many are pending, so the table cannot grow without bound.

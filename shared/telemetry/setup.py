@@ -40,8 +40,8 @@ from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector, Reso
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
-from shared.telemetry.names import Telemetry
-from shared.telemetry.publish import CeleryPublishTracer
+from hango.telemetry.names import Telemetry
+from hango.telemetry.publish import CeleryPublishTracer
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def setup_telemetry(
 
     ``service_name`` is the default ``service.name`` (``OTEL_SERVICE_NAME`` wins).
     ``celery_role`` also traces Celery, so a task continues its publisher's trace:
-    ``producer`` (the agent: publishing by name, :mod:`shared.telemetry.publish`) or
+    ``producer`` (the agent: publishing by name, :mod:`hango.telemetry.publish`) or
     ``worker`` (the contrib instrumentation: running tasks, after the fork).
     """
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":

@@ -1,10 +1,10 @@
 """Token budget over the whole request: estimators and the input-token figure."""
 
-from shared.tokens.base import Estimator, KeepsEstimates
-from shared.tokens.framing import FramedEstimator, TextCounter
-from shared.tokens.heuristic import HeuristicEstimator
-from shared.tokens.measure import Measurement, can_count_tokens, measure_input_tokens
-from shared.tokens.tiktoken_estimator import (
+from hango.tokens.base import Estimator, KeepsEstimates
+from hango.tokens.framing import FramedEstimator, TextCounter
+from hango.tokens.heuristic import HeuristicEstimator
+from hango.tokens.measure import Measurement, can_count_tokens, measure_input_tokens
+from hango.tokens.tiktoken_estimator import (
     EncodingSource,
     EstimatorKind,
     TiktokenEstimator,

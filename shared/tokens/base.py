@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from shared.core.messages import Message, Request
+from hango.core.messages import Message, Request
 
 
 @runtime_checkable

@@ -23,8 +23,8 @@ import json
 import math
 from collections.abc import Callable
 
-from shared.core.identity import IdentityCache
-from shared.core.messages import (
+from hango.core.identity import IdentityCache
+from hango.core.messages import (
     ContentBlock,
     ImageBlock,
     Message,
@@ -65,7 +65,7 @@ FRAMING_VERSION = 1
 
 
 class FramedEstimator:
-    """An :class:`~shared.tokens.base.Estimator` made of a text counter plus API framing."""
+    """An :class:`~hango.tokens.base.Estimator` made of a text counter plus API framing."""
 
     def __init__(self, name: str, count_text: TextCounter, calibration: str = "") -> None:
         self.name = name

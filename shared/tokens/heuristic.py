@@ -13,7 +13,7 @@ character, which its UTF-8 length tracks and its character count does not.
 
 from __future__ import annotations
 
-from shared.tokens.framing import FramedEstimator
+from hango.tokens.framing import FramedEstimator
 
 BYTES_PER_TOKEN = 3.27
 # Non-ASCII text is measured a slice at a time: encoding 50 MB at once would copy it whole.

@@ -16,9 +16,9 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Literal, TypeGuard
 
-from shared.core.identity import position_total
-from shared.core.messages import Request
-from shared.tokens.base import Estimator, TokenCounter
+from hango.core.identity import position_total
+from hango.core.messages import Request
+from hango.tokens.base import Estimator, TokenCounter
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ import threading
 from collections.abc import Callable
 from typing import Literal, Protocol
 
-from shared.tokens.base import Estimator
-from shared.tokens.framing import FramedEstimator, TextCounter
-from shared.tokens.heuristic import HeuristicEstimator, heuristic_text_tokens
+from hango.tokens.base import Estimator
+from hango.tokens.framing import FramedEstimator, TextCounter
+from hango.tokens.heuristic import HeuristicEstimator, heuristic_text_tokens
 
 log = logging.getLogger(__name__)
 

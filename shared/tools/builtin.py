@@ -21,11 +21,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from shared.compaction.record import CompactionReason
-from shared.core.errors import HangoError, ToolInputError
-from shared.core.messages import ToolDefinition, ToolUseBlock
-from shared.history.base import HistoryBackend
-from shared.history.paths import (
+from hango.compaction.record import CompactionReason
+from hango.core.errors import HangoError, ToolInputError
+from hango.core.messages import ToolDefinition, ToolUseBlock
+from hango.history.base import HistoryBackend
+from hango.history.paths import (
     CONVERSATION_HISTORY_DIR,
     LARGE_TOOL_RESULTS_DIR,
     conversation_history_path,

@@ -11,31 +11,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from shared.agent.loop import AgentLoop, InputLimit
-from shared.compaction.extractive import ExtractiveSummarizer
-from shared.compaction.jobs import HistoryOffloader, Summarizer
-from shared.core.messages import TextBlock
-from shared.core.profiles import ModelProfile, Profiles
-from shared.core.settings import Settings
-from shared.history.base import HistoryBackend
-from shared.middleware.base import Middleware
-from shared.middleware.chain import build_chain
-from shared.middleware.filesystem import FilesystemMiddleware
-from shared.middleware.observer import LoopObserver, Observers
-from shared.middleware.prompt_cache import CachePolicy, PromptCacheMiddleware
-from shared.middleware.summarization import SummarizationMiddleware
-from shared.middleware.tool_args import ToolArgTruncationMiddleware
-from shared.providers.base import Provider
-from shared.store import Store
-from shared.store.leases import LeasePolicy
-from shared.summarizers.llm import LLMSummarizer
-from shared.summarizers.offload import InlineOffloader
-from shared.telemetry.names import PURPOSE_CHAT, PURPOSE_SUMMARIZE, Telemetry
-from shared.telemetry.observer import TelemetryObserver
-from shared.telemetry.provider import InstrumentedProvider, instrument_provider
-from shared.tokens import Estimator, make_estimator
-from shared.tools.builtin import Tool, ToolRegistry
-from shared.wiring.history import history_from_settings
+from hango.agent.loop import AgentLoop, InputLimit
+from hango.compaction.extractive import ExtractiveSummarizer
+from hango.compaction.jobs import HistoryOffloader, Summarizer
+from hango.core.messages import TextBlock
+from hango.core.profiles import ModelProfile, Profiles
+from hango.core.settings import Settings
+from hango.history.base import HistoryBackend
+from hango.middleware.base import Middleware
+from hango.middleware.chain import build_chain
+from hango.middleware.filesystem import FilesystemMiddleware
+from hango.middleware.observer import LoopObserver, Observers
+from hango.middleware.prompt_cache import CachePolicy, PromptCacheMiddleware
+from hango.middleware.summarization import SummarizationMiddleware
+from hango.middleware.tool_args import ToolArgTruncationMiddleware
+from hango.providers.base import Provider
+from hango.store import Store
+from hango.store.leases import LeasePolicy
+from hango.summarizers.llm import LLMSummarizer
+from hango.summarizers.offload import InlineOffloader
+from hango.telemetry.names import PURPOSE_CHAT, PURPOSE_SUMMARIZE, Telemetry
+from hango.telemetry.observer import TelemetryObserver
+from hango.telemetry.provider import InstrumentedProvider, instrument_provider
+from hango.tokens import Estimator, make_estimator
+from hango.tools.builtin import Tool, ToolRegistry
+from hango.wiring.history import history_from_settings
 
 
 @dataclass
@@ -183,7 +183,7 @@ def open_store(settings: Settings, *, migrate: bool = False) -> Store:
 
 
 def _anthropic(settings: Settings) -> Provider:
-    from shared.providers.anthropic import AnthropicProvider
+    from hango.providers.anthropic import AnthropicProvider
 
     return AnthropicProvider.from_settings(settings)
 
@@ -197,7 +197,7 @@ def _ports(
 ) -> tuple[Summarizer, HistoryOffloader]:
     if settings.redis_url is None:
         return summarizer, offloader
-    from shared.wiring.queue import make_queued_ports
+    from hango.wiring.queue import make_queued_ports
 
     return make_queued_ports(
         settings,

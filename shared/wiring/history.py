@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from shared.core.settings import Settings
-from shared.history.base import HistoryBackend
-from shared.history.local import LocalHistory
-from shared.history.postgres import PostgresHistory
-from shared.store.repository import engine_from_url
+from hango.core.settings import Settings
+from hango.history.base import HistoryBackend
+from hango.history.local import LocalHistory
+from hango.history.postgres import PostgresHistory
+from hango.store.repository import engine_from_url
 
 
 def history_from_settings(settings: Settings, engine: Engine | None = None) -> HistoryBackend:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import redis
 
-from shared.compaction.jobs import HistoryOffloader, Summarizer
-from shared.core.settings import Settings
-from shared.history.base import HistoryBackend
-from shared.queue.celery_config import check_time_limits, redis_url_of
-from shared.queue.dispatch import CeleryDispatcher, producer_app
-from shared.queue.queued import QueuedOffloader, QueuedSummarizer
-from shared.queue.results import ResultCache
-from shared.queue.waiting import WaitPolicy
+from hango.compaction.jobs import HistoryOffloader, Summarizer
+from hango.core.settings import Settings
+from hango.history.base import HistoryBackend
+from hango.queue.celery_config import check_time_limits, redis_url_of
+from hango.queue.dispatch import CeleryDispatcher, producer_app
+from hango.queue.queued import QueuedOffloader, QueuedSummarizer
+from hango.queue.results import ResultCache
+from hango.queue.waiting import WaitPolicy
 
 # A Redis that stops answering must not hold a turn for long: the port falls back.
 REDIS_SOCKET_TIMEOUT = 5.0

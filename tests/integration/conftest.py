@@ -20,8 +20,8 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
-from shared.store import Store
-from shared.store.tables import metadata
+from hango.store import Store
+from hango.store.tables import metadata
 
 ADMIN_URL = os.environ.get(
     "HANGO_TEST_PG_ADMIN_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"

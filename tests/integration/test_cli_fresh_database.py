@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from shared.cli import main
-from shared.cli.errors import EXIT_DATABASE, EXIT_SESSION
+from hango.cli import main
+from hango.cli.errors import EXIT_DATABASE, EXIT_SESSION
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from shared.cli import main
-from shared.cli.errors import EXIT_QUEUE
+from hango.cli import main
+from hango.cli.errors import EXIT_QUEUE
 from tests.integration.worker_support import (
     FAST_LIMITS,
     claimed_redis_db,

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared.compaction.extractive import ExtractiveSummarizer
-from shared.compaction.jobs import SummaryJob
-from shared.core.messages import Message
-from shared.core.settings import Settings
-from shared.history.local import LocalHistory
-from shared.queue.celery_config import SUMMARIZE_TASK
-from shared.store import Store
-from shared.summarizers.offload import InlineOffloader
-from shared.wiring.queue import make_queued_ports
+from hango.compaction.extractive import ExtractiveSummarizer
+from hango.compaction.jobs import SummaryJob
+from hango.core.messages import Message
+from hango.core.settings import Settings
+from hango.history.local import LocalHistory
+from hango.queue.celery_config import SUMMARIZE_TASK
+from hango.store import Store
+from hango.summarizers.offload import InlineOffloader
+from hango.wiring.queue import make_queued_ports
 from tests.integration.worker_support import (
     FlowerProcess,
     ProviderProbe,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine, func, select
 
-from shared.core.settings import load_settings
-from shared.history.paths import conversation_history_path
-from shared.history.postgres import PostgresHistory
-from shared.store.tables import history_sections
-from shared.wiring.history import history_from_settings
+from hango.core.settings import load_settings
+from hango.history.paths import conversation_history_path
+from hango.history.postgres import PostgresHistory
+from hango.store.tables import history_sections
+from hango.wiring.history import history_from_settings
 from tests.unit.history.test_local import HistoryContract, race_one_key
 
 pytestmark = pytest.mark.integration

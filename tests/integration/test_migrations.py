@@ -9,8 +9,8 @@ import sys
 import pytest
 from sqlalchemy import inspect
 
-from shared.store.repository import engine_from_url
-from shared.store.tables import metadata
+from hango.store.repository import engine_from_url
+from hango.store.tables import metadata
 from tests.unit.store.test_store_sqlite import (
     HEAD_REVISION,
     REPO_ROOT,
@@ -68,7 +68,7 @@ def test_command_line_uses_hango_database_url(fresh_pg_url: str) -> None:
 
 def test_concurrent_migrations_take_turns(fresh_pg_url: str) -> None:
     # Separate processes, as at a pool's start-up (Alembic's own context is per process).
-    script = "import sys; from shared.store import Store; Store.from_url(sys.argv[1]).migrate()"
+    script = "import sys; from hango.store import Store; Store.from_url(sys.argv[1]).migrate()"
     processes = [
         subprocess.Popen(
             [sys.executable, "-c", script, fresh_pg_url],

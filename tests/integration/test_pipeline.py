@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from shared.compaction.repair import merge_consecutive
-from shared.compaction.validate import validate_request
-from shared.core.errors import ContextOverflowError
-from shared.core.messages import Message, TextBlock, ToolUseBlock
-from shared.history.paths import conversation_history_path
-from shared.providers.scripted import text_reply, tool_reply
-from shared.store import Store
-from shared.tokens import make_estimator
+from hango.compaction.repair import merge_consecutive
+from hango.compaction.validate import validate_request
+from hango.core.errors import ContextOverflowError
+from hango.core.messages import Message, TextBlock, ToolUseBlock
+from hango.history.paths import conversation_history_path
+from hango.providers.scripted import text_reply, tool_reply
+from hango.store import Store
+from hango.tokens import make_estimator
 from tests.agent_support import build, writer_reply
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The worker system against a real ``celery -A worker worker -P prefork`` process.
+"""The worker system against a real ``celery -A hango_worker worker -P prefork`` process.
 
 Real Redis (a database of its own), real PostgreSQL (the worker reloads the evicted range
 by sequence number), the real local history directory shared by the agent and the worker.
@@ -22,24 +22,24 @@ from typing import Any
 import pytest
 import redis
 
-from shared.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
-from shared.compaction.record import CompactionRecord
-from shared.core.errors import ContextOverflowError, LeaseBusyError
-from shared.core.messages import Message, StoredMessage
-from shared.core.settings import Settings
-from shared.history.local import LocalHistory
-from shared.history.paths import conversation_history_path, section_marker
-from shared.providers.scripted import ScriptedProvider, text_reply
-from shared.queue import QueuedOffloader, QueuedSummarizer
-from shared.queue.celery_config import OFFLOAD_TASK
-from shared.queue.dispatch import CeleryDispatcher, producer_app
-from shared.queue.keys import JobKey
-from shared.queue.lease import Lease, held_lease
-from shared.queue.results import ResultCache
-from shared.store import Store
-from shared.summarizers.llm import LLMSummarizer
-from shared.summarizers.offload import InlineOffloader, offload_key
-from shared.wiring.queue import make_queued_ports
+from hango.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
+from hango.compaction.record import CompactionRecord
+from hango.core.errors import ContextOverflowError, LeaseBusyError
+from hango.core.messages import Message, StoredMessage
+from hango.core.settings import Settings
+from hango.history.local import LocalHistory
+from hango.history.paths import conversation_history_path, section_marker
+from hango.providers.scripted import ScriptedProvider, text_reply
+from hango.queue import QueuedOffloader, QueuedSummarizer
+from hango.queue.celery_config import OFFLOAD_TASK
+from hango.queue.dispatch import CeleryDispatcher, producer_app
+from hango.queue.keys import JobKey
+from hango.queue.lease import Lease, held_lease
+from hango.queue.results import ResultCache
+from hango.store import Store
+from hango.summarizers.llm import LLMSummarizer
+from hango.summarizers.offload import InlineOffloader, offload_key
+from hango.wiring.queue import make_queued_ports
 from tests.agent_support import build
 from tests.integration.worker_support import (
     ProviderProbe,

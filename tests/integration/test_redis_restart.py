@@ -2,8 +2,8 @@
 
 Redis here is a server of the test's own (append-only file on, as in docker-compose.yml),
 stopped with ``SHUTDOWN NOSAVE`` and started again on the same port while a real
-``celery -A worker worker -P prefork`` process runs. Before the fix in
-:mod:`shared.queue.redis_transport`, a worker with a task in flight died on the restart
+``celery -A hango_worker worker -P prefork`` process runs. Before the fix in
+:mod:`hango.queue.redis_transport`, a worker with a task in flight died on the restart
 ("Unrecoverable error: AttributeError: 'NoneType' object has no attribute 'hostname'").
 """
 
@@ -15,20 +15,20 @@ from pathlib import Path
 
 import pytest
 
-from shared.compaction.jobs import SummaryJob
-from shared.core.messages import Message
-from shared.core.settings import Settings
-from shared.history.local import LocalHistory
-from shared.providers.scripted import ScriptedProvider, text_reply
-from shared.queue.celery_config import SUMMARIZE_TASK
-from shared.queue.dispatch import CeleryDispatcher, producer_app
-from shared.queue.keys import JobKey
-from shared.queue.queued import job_key
-from shared.queue.results import ResultCache
-from shared.store import Store
-from shared.summarizers.llm import LLMSummarizer
-from shared.summarizers.offload import InlineOffloader
-from shared.wiring.queue import make_queued_ports
+from hango.compaction.jobs import SummaryJob
+from hango.core.messages import Message
+from hango.core.settings import Settings
+from hango.history.local import LocalHistory
+from hango.providers.scripted import ScriptedProvider, text_reply
+from hango.queue.celery_config import SUMMARIZE_TASK
+from hango.queue.dispatch import CeleryDispatcher, producer_app
+from hango.queue.keys import JobKey
+from hango.queue.queued import job_key
+from hango.queue.results import ResultCache
+from hango.store import Store
+from hango.summarizers.llm import LLMSummarizer
+from hango.summarizers.offload import InlineOffloader
+from hango.wiring.queue import make_queued_ports
 from tests.integration.redis_server import RedisServer, own_redis, redis_server_available
 from tests.integration.worker_support import (
     ProviderProbe,

@@ -19,9 +19,9 @@ import pytest
 import redis
 from sqlalchemy import Engine
 
-from shared.compaction.record import RunState
-from shared.core.messages import Message
-from shared.store import Store
+from hango.compaction.record import RunState
+from hango.core.messages import Message
+from hango.store import Store
 from tests.integration.worker_support import (
     REPO_ROOT,
     ProviderProbe,

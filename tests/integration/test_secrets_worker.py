@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared.compaction.jobs import SummaryJob
-from shared.core.messages import Message
-from shared.history.local import LocalHistory
-from shared.providers.scripted import ScriptedProvider, text_reply
-from shared.store import Store
-from shared.summarizers.llm import LLMSummarizer
-from shared.summarizers.offload import InlineOffloader
-from shared.wiring.queue import make_queued_ports
+from hango.compaction.jobs import SummaryJob
+from hango.core.messages import Message
+from hango.history.local import LocalHistory
+from hango.providers.scripted import ScriptedProvider, text_reply
+from hango.store import Store
+from hango.summarizers.llm import LLMSummarizer
+from hango.summarizers.offload import InlineOffloader
+from hango.wiring.queue import make_queued_ports
 from tests.fakeapi import FakeAnthropicAPI
 from tests.integration.worker_support import (
     WorkerProcess,

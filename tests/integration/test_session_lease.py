@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from shared.store import Store
+from hango.store import Store
 from tests.lease_checks import assert_turns_serialized, run_processes
 
 pytestmark = pytest.mark.integration

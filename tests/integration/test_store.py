@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, text
 
-from shared.compaction.record import RunState
-from shared.core.messages import Message
-from shared.store import Store
+from hango.compaction.record import RunState
+from hango.core.messages import Message
+from hango.store import Store
 from tests.unit.store.test_store_sqlite import StoreContract, run_threads, tool_batch_conversation
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,7 @@
 """One trace from the agent's turn to the summarizer's call on a real worker process.
 
 The agent runs in this process with in-memory telemetry and the publishing side traced;
-the worker is ``celery -A worker worker -P prefork``, set up from the standard ``OTEL_*``
+the worker is ``celery -A hango_worker worker -P prefork``, set up from the standard ``OTEL_*``
 variables in ``worker_process_init`` and exporting OTLP/HTTP to a loopback receiver. The
 turn span, the publish span, the worker's ``run`` span and the summarizer's ``chat`` span
 on the worker must share one trace id and chain parent to child.
@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared.providers.scripted import ScriptedProvider, text_reply
-from shared.queue.celery_config import SUMMARIZE_TASK
-from shared.store import Store
-from shared.telemetry import names as t
-from shared.telemetry.observer import TelemetryObserver
-from shared.telemetry.provider import instrument_provider
-from shared.telemetry.publish import CeleryPublishTracer
-from shared.wiring.agent import build_agent
+from hango.providers.scripted import ScriptedProvider, text_reply
+from hango.queue.celery_config import SUMMARIZE_TASK
+from hango.store import Store
+from hango.telemetry import names as t
+from hango.telemetry.observer import TelemetryObserver
+from hango.telemetry.provider import instrument_provider
+from hango.telemetry.publish import CeleryPublishTracer
+from hango.wiring.agent import build_agent
 from tests.agent_support import TEST_MODEL
 from tests.integration.worker_support import (
     ProviderProbe,

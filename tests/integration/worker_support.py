@@ -6,9 +6,9 @@
   that made each call (so a test can SIGKILL exactly that child), and is steered from the
   test through Redis keys: every call slow, the next N calls slow, the next N calls failing
   with a transient error. :class:`ProviderProbe` is the test's side of those keys.
-- :class:`WorkerProcess` starts ``celery -A worker worker -P prefork`` as a subprocess in
+- :class:`WorkerProcess` starts ``celery -A hango_worker worker -P prefork`` as a subprocess in
   its own process group, waits until it answers a ping, and stops or kills it.
-- :class:`FlowerProcess` runs ``celery -A worker flower`` with basic auth and reads its API.
+- :class:`FlowerProcess` runs ``celery -A hango_worker flower`` with basic auth and reads its API.
 - :func:`queue_settings` / :func:`worker_env` give both sides the same small limits, so
   lease expiry, re-dispatch and visibility-timeout redelivery happen in seconds.
 """
@@ -34,12 +34,12 @@ from typing import Any
 import redis
 from celery import Celery
 
-from shared.core.errors import TransientProviderError
-from shared.core.messages import Request, Response
-from shared.core.settings import Settings, load_settings
-from shared.providers.base import Capabilities
-from shared.providers.scripted import text_reply
-from shared.queue.dispatch import producer_app
+from hango.core.errors import TransientProviderError
+from hango.core.messages import Request, Response
+from hango.core.settings import Settings, load_settings
+from hango.providers.base import Capabilities
+from hango.providers.scripted import text_reply
+from hango.queue.dispatch import producer_app
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REDIS_HOST = os.environ.get("HANGO_TEST_REDIS_HOST", "127.0.0.1:6379")
@@ -273,7 +273,7 @@ def spawn(command: list[str], settings: Settings, log_path: Path) -> subprocess.
 
 @dataclass
 class WorkerProcess:
-    """``celery -A worker worker`` in its own process group."""
+    """``celery -A hango_worker worker`` in its own process group."""
 
     settings: Settings
     log_path: Path
@@ -294,7 +294,7 @@ class WorkerProcess:
     def launch(self) -> None:
         """Start the process without waiting for it (to start several side by side)."""
         command = [
-            sys.executable, "-m", "celery", "-A", "worker", "worker",
+            sys.executable, "-m", "celery", "-A", "hango_worker", "worker",
             "-P", "prefork", "-c", str(self.concurrency), "-Q", self.queues,
             "-n", self.nodename, "-E", "-l", "info", "--without-mingle", "--without-gossip",
         ]  # fmt: skip
@@ -366,7 +366,7 @@ def running_worker(settings: Settings, log_path: Path, **options: Any) -> Iterat
 
 @dataclass
 class FlowerProcess:
-    """``celery -A worker flower`` with basic auth, on a free local port."""
+    """``celery -A hango_worker flower`` with basic auth, on a free local port."""
 
     settings: Settings
     log_path: Path
@@ -386,7 +386,7 @@ class FlowerProcess:
 
     def launch(self) -> None:
         command = [
-            sys.executable, "-m", "celery", "-A", "worker", "flower",
+            sys.executable, "-m", "celery", "-A", "hango_worker", "flower",
             f"--port={self.port}", "--address=127.0.0.1",
             f"--basic-auth={self.user}:{self.password}",
         ]  # fmt: skip

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.core.settings import load_settings
+from hango.core.settings import load_settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}

@@ -10,33 +10,33 @@ from pathlib import Path
 
 import pytest
 
-import shared
+import hango
 from tests.conftest import NetworkAccessError, is_loopback
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 def test_every_public_name_resolves() -> None:
-    assert shared.__all__, "the public API is empty"
-    assert set(shared.__all__) == set(shared._EXPORTS)
-    for name in shared.__all__:
-        assert getattr(shared, name) is not None, name
+    assert hango.__all__, "the public API is empty"
+    assert set(hango.__all__) == set(hango._EXPORTS)
+    for name in hango.__all__:
+        assert getattr(hango, name) is not None, name
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no_such_thing"):
-        _ = shared.no_such_thing  # type: ignore[attr-defined]
+        _ = hango.no_such_thing  # type: ignore[attr-defined]
 
 
 def test_the_readme_example_imports_only_from_the_public_api() -> None:
     example = re.search(r"## Embedding.*?```python\n(.*?)```", README, re.S)
     assert example is not None
     imports = re.findall(r"^(?:from|import) (\S+)", example.group(1), re.M)
-    assert imports == ["shared"]
+    assert imports == ["hango"]
 
 
 def test_importing_the_package_imports_nothing_else_of_it() -> None:
-    code = "import sys, shared; print(sorted(m for m in sys.modules if m.startswith('shared.')))"
+    code = "import sys, hango; print(sorted(m for m in sys.modules if m.startswith('hango.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

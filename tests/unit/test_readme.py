@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.core.settings import ENV_PREFIX, Settings
+from hango.core.settings import ENV_PREFIX, Settings
 from tests.fakeapi import FakeAnthropicAPI, text_reply, tool_use_reply
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()

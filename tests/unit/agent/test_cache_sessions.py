@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from shared.compaction.validate import count_breakpoints, validate_request
-from shared.core.messages import Request, Response, TextBlock, ToolDefinition
-from shared.cost.meter import CacheMeter, estimated_sizes
-from shared.providers.scripted import text_reply, tool_reply
-from shared.tokens import make_estimator
-from shared.tools.builtin import Tool, ToolOutcome
-from shared.wiring.agent import Agent
+from hango.compaction.validate import count_breakpoints, validate_request
+from hango.core.messages import Request, Response, TextBlock, ToolDefinition
+from hango.cost.meter import CacheMeter, estimated_sizes
+from hango.providers.scripted import text_reply, tool_reply
+from hango.tokens import make_estimator
+from hango.tools.builtin import Tool, ToolOutcome
+from hango.wiring.agent import Agent
 from tests.agent_support import build
 
 SYSTEM = "You are a careful coding agent. " * 200  # a stable prompt over the minimum

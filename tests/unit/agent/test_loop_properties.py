@@ -17,11 +17,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.compaction.validate import validate_request
-from shared.core.errors import CannotFitError, ContextOverflowError
-from shared.core.messages import Message, Response
-from shared.providers.scripted import ScriptedProvider
-from shared.tokens import make_estimator
+from hango.compaction.validate import validate_request
+from hango.core.errors import CannotFitError, ContextOverflowError
+from hango.core.messages import Message, Response
+from hango.providers.scripted import ScriptedProvider
+from hango.tokens import make_estimator
 from tests.agent_support import build
 from tests.histories import histories, request_of
 from tests.properties import examples

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from shared.compaction.validate import count_breakpoints, validate_request
-from shared.core.errors import ContextOverflowError, InvalidInputError
-from shared.core.messages import (
+from hango.compaction.validate import count_breakpoints, validate_request
+from hango.core.errors import ContextOverflowError, InvalidInputError
+from hango.core.messages import (
     CacheControl,
     Message,
     Response,
@@ -18,10 +18,10 @@ from shared.core.messages import (
     ToolDefinition,
     ToolResultBlock,
 )
-from shared.history.paths import conversation_history_path
-from shared.middleware.summarization import SummarizationMiddleware
-from shared.providers.scripted import text_reply, tool_reply
-from shared.tools.builtin import Tool, ToolOutcome
+from hango.history.paths import conversation_history_path
+from hango.middleware.summarization import SummarizationMiddleware
+from hango.providers.scripted import text_reply, tool_reply
+from hango.tools.builtin import Tool, ToolOutcome
 from tests.agent_support import build
 
 FACT = "Remember fact {i}: token key-{i:04d}. " + "detail " * 150
@@ -204,8 +204,8 @@ def test_at_most_one_summary_per_turn_whatever_asks(tmp_path: Path) -> None:
 
 
 def test_an_empty_system_block_is_never_sent(tmp_path: Path) -> None:
-    from shared.providers.scripted import ScriptedProvider
-    from shared.wiring.agent import build_agent
+    from hango.providers.scripted import ScriptedProvider
+    from hango.wiring.agent import build_agent
     from tests.agent_support import make_settings
 
     provider = ScriptedProvider([text_reply("hi")])

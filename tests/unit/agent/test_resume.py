@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.agent.loop import INTERRUPTED_TOOL
-from shared.core.messages import Message, ToolResultBlock
-from shared.providers.scripted import text_reply, tool_reply
+from hango.agent.loop import INTERRUPTED_TOOL
+from hango.core.messages import Message, ToolResultBlock
+from hango.providers.scripted import text_reply, tool_reply
 from tests.agent_support import build
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.agent import loop as loop_module
-from shared.providers.scripted import text_reply
+from hango.agent import loop as loop_module
+from hango.providers.scripted import text_reply
 from tests.agent_support import build
 
 

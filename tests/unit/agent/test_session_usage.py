@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from shared.core.messages import Request, Response, TextBlock, Usage
-from shared.core.price import Price
-from shared.providers.anthropic import AnthropicProvider
-from shared.providers.base import Capabilities, Provider
-from shared.providers.scripted import ScriptedProvider, text_reply
-from shared.telemetry.observer import TelemetryObserver
-from shared.telemetry.provider import instrument_provider
-from shared.wiring.agent import build_agent
+from hango.core.messages import Request, Response, TextBlock, Usage
+from hango.core.price import Price
+from hango.providers.anthropic import AnthropicProvider
+from hango.providers.base import Capabilities, Provider
+from hango.providers.scripted import ScriptedProvider, text_reply
+from hango.telemetry.observer import TelemetryObserver
+from hango.telemetry.provider import instrument_provider
+from hango.wiring.agent import build_agent
 from tests.agent_support import TEST_MODEL, make_settings
 from tests.fakeapi import FakeAnthropicAPI, fake_api
 from tests.fakeapi import text_reply as api_text_reply

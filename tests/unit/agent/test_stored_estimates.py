@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from shared.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
-from shared.providers.scripted import text_reply, tool_reply
-from shared.store import Store
-from shared.tokens.framing import FramedEstimator
-from shared.tokens.heuristic import heuristic_text_tokens
-from shared.wiring.agent import Agent
+from hango.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
+from hango.providers.scripted import text_reply, tool_reply
+from hango.store import Store
+from hango.tokens.framing import FramedEstimator
+from hango.tokens.heuristic import heuristic_text_tokens
+from hango.wiring.agent import Agent
 from tests.agent_support import build
 
 SESSION = "restart"

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli import main
-from shared.cli.errors import EXIT_PROVIDER
-from shared.compaction.record import RunState
-from shared.compaction.summary_prompt import SUMMARY_SYSTEM_PROMPT
-from shared.core.messages import Message
-from shared.history.local import LocalHistory
-from shared.history.paths import conversation_history_path
-from shared.wiring.agent import open_store
+from hango.cli import main
+from hango.cli.errors import EXIT_PROVIDER
+from hango.compaction.record import RunState
+from hango.compaction.summary_prompt import SUMMARY_SYSTEM_PROMPT
+from hango.core.messages import Message
+from hango.history.local import LocalHistory
+from hango.history.paths import conversation_history_path
+from hango.wiring.agent import open_store
 from tests.agent_support import make_settings
 from tests.fakeapi import FakeAnthropicAPI, fake_api, text_reply, tool_use_reply
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from shared.cli import main
-from shared.cli.errors import (
+from hango.cli import main
+from hango.cli.errors import (
     EXIT_CONFIG,
     EXIT_QUEUE,
     EXIT_SESSION,
@@ -27,10 +27,10 @@ from shared.cli.errors import (
     error_line,
     failure_for,
 )
-from shared.cli.progress import RunStats
-from shared.compaction.record import RunState
-from shared.compaction.validate import validate_request
-from shared.core.errors import (
+from hango.cli.progress import RunStats
+from hango.compaction.record import RunState
+from hango.compaction.validate import validate_request
+from hango.core.errors import (
     CannotFitError,
     ConfigError,
     ContextOverflowError,
@@ -41,12 +41,12 @@ from shared.core.errors import (
     TranscriptError,
     TurnLeaseLostError,
 )
-from shared.core.messages import Message, Request, Response, TextBlock, Usage
-from shared.core.price import Price
-from shared.core.profiles import known_price
-from shared.cost.meter import UsageTotals
-from shared.history.local import LocalHistory
-from shared.store import Store
+from hango.core.messages import Message, Request, Response, TextBlock, Usage
+from hango.core.price import Price
+from hango.core.profiles import known_price
+from hango.cost.meter import UsageTotals
+from hango.history.local import LocalHistory
+from hango.store import Store
 from tests.unit.store.test_store_sqlite import HEAD_REVISION
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli import build_parser, main
-from shared.cli.errors import EXIT_CODES, EXIT_CONFIG, EXIT_SESSION, EXIT_USAGE
-from shared.cli.output import shorten
+from hango.cli import build_parser, main
+from hango.cli.errors import EXIT_CODES, EXIT_CONFIG, EXIT_SESSION, EXIT_USAGE
+from hango.cli.output import shorten
 
 README = (Path(__file__).resolve().parents[3] / "README.md").read_text()
 
@@ -67,10 +67,10 @@ def test_help_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_top_level_help_imports_no_command_module() -> None:
     code = (
-        "import sys; from shared.cli import main\n"
+        "import sys; from hango.cli import main\n"
         "try: main(['--help'])\nexcept SystemExit: pass\n"
         "heavy = [m for m in ('sqlalchemy', 'rich', 'anthropic', 'celery', 'pydantic',"
-        " 'opentelemetry', 'shared.cli.simulate') if m in sys.modules]\n"
+        " 'opentelemetry', 'hango.cli.simulate') if m in sys.modules]\n"
         "sys.stderr.write(repr(heavy))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli import main
-from shared.cli.errors import EXIT_CONFIG, EXIT_TRANSCRIPT
+from hango.cli import main
+from hango.cli.errors import EXIT_CONFIG, EXIT_TRANSCRIPT
 
 GOOD = {
     "messages": [
@@ -118,6 +118,6 @@ def test_replay_refuses_a_transcript_over_the_size_limit_before_reading_it(
 
 
 def test_the_replay_limit_is_a_setting_with_a_default() -> None:
-    from shared.core.settings import load_settings
+    from hango.core.settings import load_settings
 
     assert load_settings().replay_max_bytes == 64 * 1024 * 1024

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from shared.cli.transcripts import (
+from hango.cli.transcripts import (
     load_transcript,
     parse_claude_code_jsonl,
     parse_messages_json,
     split_turns,
 )
-from shared.core.errors import TranscriptError
-from shared.core.messages import TextBlock, ToolResultBlock, ToolUseBlock
+from hango.core.errors import TranscriptError
+from hango.core.messages import TextBlock, ToolResultBlock, ToolUseBlock
 
 
 def _use(tool_id: str, name: str = "Read", **arguments: Any) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli import build_parser, main
-from shared.cli.worker import STABLE_RUN, Supervisor, celery_worker_command, exit_status
+from hango.cli import build_parser, main
+from hango.cli.worker import STABLE_RUN, Supervisor, celery_worker_command, exit_status
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -111,7 +111,7 @@ def test_sigterm_is_forwarded_and_ends_the_loop_even_when_the_worker_exits_non_z
     supervisor = subprocess.Popen(
         script(f"""
             import sys
-            from shared.cli.worker import supervise
+            from hango.cli.worker import supervise
             sys.exit(supervise([sys.executable, "-c", {child!r}]))
         """),
         cwd=REPO_ROOT,
@@ -134,7 +134,7 @@ def test_hango_worker_hands_every_option_to_celery_worker() -> None:
     )
     assert args.passthrough
     assert celery_worker_command(extra)[1:] == [
-        "-m", "celery", "-A", "worker", "worker",
+        "-m", "celery", "-A", "hango_worker", "worker",
         "-Q", "summarize,offload", "-c", "2", "-E", "-n", "w@%h",
     ]  # fmt: skip
 

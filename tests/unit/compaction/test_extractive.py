@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.compaction.extractive import (
+from hango.compaction.extractive import (
     MAX_ERRORS,
     MAX_RESULTS,
     MAX_USER_REQUESTS,
@@ -13,8 +13,8 @@ from shared.compaction.extractive import (
     USER_REQUEST_CHARS,
     ExtractiveSummarizer,
 )
-from shared.compaction.jobs import SummaryJob
-from shared.core.messages import Message, StoredMessage
+from hango.compaction.jobs import SummaryJob
+from hango.core.messages import Message, StoredMessage
 from tests.histories import HistoryBuilder, assistant, call, calls, payload, result, results, user
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from shared.compaction.boundary import boundaries_from, keep_boundary
-from shared.compaction.groups import group_starts, is_group_start, tool_groups
-from shared.compaction.validate import validate_messages
-from shared.core.messages import Message
+from hango.compaction.boundary import boundaries_from, keep_boundary
+from hango.compaction.groups import group_starts, is_group_start, tool_groups
+from hango.compaction.validate import validate_messages
+from hango.core.messages import Message
 from tests.histories import (
     HistoryBuilder,
     assistant,

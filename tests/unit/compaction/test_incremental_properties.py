@@ -15,10 +15,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.compaction.repair import SendableCopy, merge_consecutive, sendable
-from shared.compaction.validate import RequestChecker, count_breakpoints, validate_request
-from shared.core.identity import replaced
-from shared.core.messages import (
+from hango.compaction.repair import SendableCopy, merge_consecutive, sendable
+from hango.compaction.validate import RequestChecker, count_breakpoints, validate_request
+from hango.core.identity import replaced
+from hango.core.messages import (
     CacheControl,
     Message,
     Request,

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.compaction.tool_args import TruncationLedger, truncate_tool_args
-from shared.core.identity import derived, edited, replaced
-from shared.core.messages import Message
+from hango.compaction.tool_args import TruncationLedger, truncate_tool_args
+from hango.core.identity import derived, edited, replaced
+from hango.core.messages import Message
 from tests.histories import CharEstimator, call, calls, payload, result, results
 from tests.properties import examples
 

@@ -6,11 +6,11 @@ import pickle
 
 import pytest
 
-from shared.compaction.groups import group_starts
-from shared.compaction.mechanical import drop_oldest_groups
-from shared.compaction.validate import validate_messages
-from shared.core.errors import CannotFitError
-from shared.core.messages import Message
+from hango.compaction.groups import group_starts
+from hango.compaction.mechanical import drop_oldest_groups
+from hango.compaction.validate import validate_messages
+from hango.core.errors import CannotFitError
+from hango.core.messages import Message
 from tests.histories import CharEstimator, HistoryBuilder, head_message
 
 ESTIMATOR = CharEstimator()

@@ -5,14 +5,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.compaction.validate import (
+from hango.compaction.validate import (
     _facts,
     _leading_result_ids,
     _message_breakpoints,
     _text_problem,
     _texts,
 )
-from shared.core.messages import (
+from hango.core.messages import (
     CacheControl,
     ContentBlock,
     ImageBlock,

@@ -5,13 +5,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.compaction.boundary import boundaries_from, keep_boundary
-from shared.compaction.groups import group_starts, tool_groups
-from shared.compaction.mechanical import drop_oldest_groups
-from shared.compaction.tool_args import truncate_tool_args
-from shared.compaction.validate import validate_messages
-from shared.core.errors import CannotFitError
-from shared.core.messages import Message
+from hango.compaction.boundary import boundaries_from, keep_boundary
+from hango.compaction.groups import group_starts, tool_groups
+from hango.compaction.mechanical import drop_oldest_groups
+from hango.compaction.tool_args import truncate_tool_args
+from hango.compaction.validate import validate_messages
+from hango.core.errors import CannotFitError
+from hango.core.messages import Message
 from tests.histories import (
     CharEstimator,
     MessagesMeasure,

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from shared.compaction.repair import (
+from hango.compaction.repair import (
     EMPTY_PLACEHOLDER,
     MISSING_RESULT,
     SendableCopy,
     merge_consecutive,
     sendable,
 )
-from shared.compaction.validate import validate_messages
-from shared.core.messages import (
+from hango.compaction.validate import validate_messages
+from hango.core.messages import (
     CacheControl,
     Message,
     StoredMessage,
@@ -18,7 +18,7 @@ from shared.core.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from shared.queue.keys import JobKey
+from hango.queue.keys import JobKey
 
 MARK = CacheControl(type="ephemeral")
 

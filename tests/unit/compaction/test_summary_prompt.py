@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.compaction.jobs import SummaryJob
-from shared.compaction.summary_prompt import (
+from hango.compaction.jobs import SummaryJob
+from hango.compaction.summary_prompt import (
     MAX_LISTED_ARTIFACTS,
     SUMMARY_SECTIONS,
     SUMMARY_SYSTEM_PROMPT,
@@ -18,8 +18,8 @@ from shared.compaction.summary_prompt import (
     build_summary_request,
     render_transcript,
 )
-from shared.compaction.validate import validate_request
-from shared.core.messages import Message, StoredMessage, TextBlock, ToolUseBlock
+from hango.compaction.validate import validate_request
+from hango.core.messages import Message, StoredMessage, TextBlock, ToolUseBlock
 from tests.histories import HistoryBuilder, call, calls, histories, payload, result, results, user
 
 

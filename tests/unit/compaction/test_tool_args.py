@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from shared.compaction.tool_args import TRUNCATION_MARKER, truncate_tool_args
-from shared.compaction.validate import validate_messages
-from shared.core.messages import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from hango.compaction.tool_args import TRUNCATION_MARKER, truncate_tool_args
+from hango.compaction.validate import validate_messages
+from hango.core.messages import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.histories import (
     TINY_PNG,
     CharEstimator,
@@ -304,7 +304,7 @@ class CountingEstimator(CharEstimator):
 
 
 def test_memo_makes_a_repeat_pass_free_and_returns_the_same_copies() -> None:
-    from shared.compaction.tool_args import TruncationMemo
+    from hango.compaction.tool_args import TruncationMemo
 
     big = ToolUseBlock(id="toolu_big", name="write_file", input={"content": "x" * 20_000})
     history = (

@@ -6,13 +6,13 @@ import dataclasses
 
 import pytest
 
-from shared.compaction.validate import (
+from hango.compaction.validate import (
     Violation,
     format_violations,
     validate_messages,
     validate_request,
 )
-from shared.core.messages import ImageBlock, Message, TextBlock
+from hango.core.messages import ImageBlock, Message, TextBlock
 from tests.histories import (
     TINY_PNG,
     HistoryBuilder,

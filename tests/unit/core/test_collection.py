@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.core.collection import Prefix, collection_paused
+from hango.core.collection import Prefix, collection_paused
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.core.identity import Derived, changed_positions, derived, edited, replaced
+from hango.core.identity import Derived, changed_positions, derived, edited, replaced
 from tests.properties import examples
 
 edits = st.lists(
@@ -133,7 +133,7 @@ def test_edits_outside_the_sequence_are_refused_and_change_nothing() -> None:
 
 
 def test_a_request_holding_a_derived_sequence_dumps_and_compares_as_one_holding_a_tuple() -> None:
-    from shared.core.messages import Message, Request
+    from hango.core.messages import Message, Request
 
     messages = (Message(role="user", content="hi"), Message(role="assistant", content="yo"))
     plain = Request(model="m", max_tokens=5, messages=messages)

@@ -1,4 +1,4 @@
-"""Every exception of shared.core.errors survives pickling with its type, message and fields.
+"""Every exception of hango.core.errors survives pickling with its type, message and fields.
 
 Celery moves exceptions between processes by pickling them, so a field lost here is a
 field a caller in another process never sees.
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from shared.core import errors
-from shared.core.errors import (
+from hango.core import errors
+from hango.core.errors import (
     CannotFitError,
     ConfigError,
     ContextOverflowError,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.core.identity import HeldMemo
+from hango.core.identity import HeldMemo
 
 
 def test_the_same_objects_get_the_value_made_once_and_equal_new_ones_a_new_one() -> None:

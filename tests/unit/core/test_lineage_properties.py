@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.core.identity import (
+from hango.core.identity import (
     MAX_HOPS,
     Derived,
     changed_positions,

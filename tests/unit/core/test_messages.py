@@ -1,4 +1,4 @@
-"""Wire round trips of shared.core.messages: parse the API's JSON, dump it, get the same JSON.
+"""Wire round trips of hango.core.messages: parse the API's JSON, dump it, get the same JSON.
 
 The fixtures are hand-written in the API's shape and cover what real agent sessions
 carry: parallel tool batches, tool results with block content and ``is_error``, images,
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from shared.core.messages import (
+from hango.core.messages import (
     CacheControl,
     ImageBlock,
     Message,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 
-from shared.core.identity import derived, edited, per_position
+from hango.core.identity import derived, edited, per_position
 
 
 def form(item: int) -> dict[str, int]:
@@ -42,7 +42,7 @@ def test_the_same_sequence_asked_again_gets_the_same_list() -> None:
 
 
 def test_the_unshared_count_is_never_set_above_what_a_held_list_shows() -> None:
-    from shared.core import identity
+    from hango.core import identity
 
     held = [1]
     keeper = [held]  # a second holder

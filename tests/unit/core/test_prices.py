@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.core.price import CACHE_READ_MULTIPLIER, CACHE_WRITE_5M_MULTIPLIER, Price
-from shared.core.profiles import (
+from hango.core.price import CACHE_READ_MULTIPLIER, CACHE_WRITE_5M_MULTIPLIER, Price
+from hango.core.profiles import (
     BUILTIN_WINDOWS,
     DEFAULT_MIN_CACHEABLE_TOKENS,
     FALLBACK_PRICE,
@@ -15,7 +15,7 @@ from shared.core.profiles import (
     min_cacheable_tokens,
     rate_key,
 )
-from shared.core.settings import ProfileOverride, Settings
+from hango.core.settings import ProfileOverride, Settings
 
 
 def price_for(model: str) -> Price:

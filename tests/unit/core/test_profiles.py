@@ -6,14 +6,14 @@ import logging
 
 import pytest
 
-from shared.core.profiles import (
+from hango.core.profiles import (
     FALLBACK_KEEP_LAST,
     FALLBACK_TRIGGER_TOKENS,
     ModelProfile,
     Profiles,
     base_model_id,
 )
-from shared.core.settings import ProfileOverride, Settings
+from hango.core.settings import ProfileOverride, Settings
 
 
 def settings(**fields: object) -> Settings:
@@ -89,7 +89,7 @@ def test_a_dated_override_key_covers_its_base_id() -> None:
 
 def test_unknown_model_falls_back_and_logs_once(caplog: pytest.LogCaptureFixture) -> None:
     profiles = Profiles()
-    with caplog.at_level(logging.WARNING, logger="shared.core.profiles"):
+    with caplog.at_level(logging.WARNING, logger="hango.core.profiles"):
         first = profiles.resolve("mystery-model")
         second = profiles.resolve("mystery-model")
         profiles.resolve("other-mystery")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.core.errors import ConfigError
-from shared.core.settings import Settings, load_settings
+from hango.core.errors import ConfigError
+from hango.core.settings import Settings, load_settings
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.core.messages import (
+from hango.core.messages import (
     Message,
     Request,
     TextBlock,
@@ -14,9 +14,9 @@ from shared.core.messages import (
     ToolUseBlock,
     Usage,
 )
-from shared.core.price import Price
-from shared.core.profiles import Profiles
-from shared.cost.cache_model import (
+from hango.core.price import Price
+from hango.core.profiles import Profiles
+from hango.cost.cache_model import (
     CacheBlock,
     CacheLedger,
     CacheReport,

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from shared.core.errors import HistoryPathError, InvalidSessionIdError
-from shared.core.settings import load_settings
-from shared.history.base import HistoryBackend
-from shared.history.local import LocalHistory
-from shared.history.paths import conversation_history_path, section_marker
-from shared.wiring.history import history_from_settings
+from hango.core.errors import HistoryPathError, InvalidSessionIdError
+from hango.core.settings import load_settings
+from hango.history.base import HistoryBackend
+from hango.history.local import LocalHistory
+from hango.history.paths import conversation_history_path, section_marker
+from hango.wiring.history import history_from_settings
 from tests.unit.store.test_store_sqlite import run_threads
 
 HOSTILE_PATHS = [

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.core.errors import HistoryPathError, InvalidSessionIdError
-from shared.history.paths import (
+from hango.core.errors import HistoryPathError, InvalidSessionIdError
+from hango.history.paths import (
     conversation_history_path,
     large_tool_result_path,
     normalize,

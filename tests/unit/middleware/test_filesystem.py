@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from shared.core.messages import TextBlock, ToolDefinition, ToolUseBlock
-from shared.middleware.base import Assembly
-from shared.middleware.filesystem import (
+from hango.core.messages import TextBlock, ToolDefinition, ToolUseBlock
+from hango.middleware.base import Assembly
+from hango.middleware.filesystem import (
     FILES_PROMPT,
     PREVIEW_CHARS,
     PREVIEW_LINES,
     FilesystemMiddleware,
 )
-from shared.tools.builtin import Tool, ToolOutcome, ToolRegistry
+from hango.tools.builtin import Tool, ToolOutcome, ToolRegistry
 from tests.histories import CharEstimator
 from tests.memory_history import MemoryHistory
 

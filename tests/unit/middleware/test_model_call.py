@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from shared.compaction.record import RunState
-from shared.core.messages import Message, Request
-from shared.middleware.base import Assembly, ModelCall, Overflow, StateHolder
+from hango.compaction.record import RunState
+from hango.core.messages import Message, Request
+from hango.middleware.base import Assembly, ModelCall, Overflow, StateHolder
 
 
 def test_evolve_changes_the_given_fields_and_keeps_every_other_one() -> None:

@@ -11,11 +11,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from shared.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
-from shared.middleware.observer import NullObserver
-from shared.middleware.summarization import SummarizationMiddleware
-from shared.providers.scripted import text_reply
-from shared.summarizers.offload import InlineOffloader
+from hango.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
+from hango.middleware.observer import NullObserver
+from hango.middleware.summarization import SummarizationMiddleware
+from hango.providers.scripted import text_reply
+from hango.summarizers.offload import InlineOffloader
 from tests.agent_support import build
 
 FACT = "Remember fact {i}: token key-{i:04d}. " + "detail " * 150

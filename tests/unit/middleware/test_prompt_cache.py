@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.core.messages import (
+from hango.core.messages import (
     CacheControl,
     ContentBlock,
     Message,
@@ -13,9 +13,9 @@ from shared.core.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from shared.middleware.base import Assembly, Middleware, ModelCall, PassThrough, StateHolder
-from shared.middleware.chain import assemble, run_chain
-from shared.middleware.prompt_cache import (
+from hango.middleware.base import Assembly, Middleware, ModelCall, PassThrough, StateHolder
+from hango.middleware.chain import assemble, run_chain
+from hango.middleware.prompt_cache import (
     EPHEMERAL,
     MAX_BREAKPOINTS,
     CachePolicy,
@@ -23,8 +23,8 @@ from shared.middleware.prompt_cache import (
     count_breakpoints,
     place_breakpoints,
 )
-from shared.providers.scripted import text_reply
-from shared.tokens.heuristic import HeuristicEstimator
+from hango.providers.scripted import text_reply
+from hango.tokens.heuristic import HeuristicEstimator
 from tests.histories import assistant, user
 
 ONE_HOUR = CacheControl(type="ephemeral", ttl="1h")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.compaction.record import RunState
-from shared.middleware.base import StateHolder
+from hango.compaction.record import RunState
+from hango.middleware.base import StateHolder
 
 
 def test_a_new_correction_alone_needs_no_save() -> None:

@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
-from shared.compaction.extractive import ExtractiveSummarizer
-from shared.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
-from shared.compaction.validate import Violation
-from shared.core.errors import ConfigError, ProviderError
-from shared.core.messages import Message, TextBlock
-from shared.history.paths import conversation_history_path
-from shared.middleware.base import Assembly, PassThrough
-from shared.middleware.observer import NullObserver
-from shared.middleware.summarization import SummarizationMiddleware
-from shared.providers.scripted import ScriptedCounter, ScriptedProvider, text_reply, tool_reply
-from shared.summarizers.offload import InlineOffloader
+from hango.compaction.extractive import ExtractiveSummarizer
+from hango.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
+from hango.compaction.validate import Violation
+from hango.core.errors import ConfigError, ProviderError
+from hango.core.messages import Message, TextBlock
+from hango.history.paths import conversation_history_path
+from hango.middleware.base import Assembly, PassThrough
+from hango.middleware.observer import NullObserver
+from hango.middleware.summarization import SummarizationMiddleware
+from hango.providers.scripted import ScriptedCounter, ScriptedProvider, text_reply, tool_reply
+from hango.summarizers.offload import InlineOffloader
 from tests.agent_support import build, make_settings
 
 FACT = "Remember fact {i}: token key-{i:04d}. " + "detail " * 150
@@ -181,7 +181,7 @@ def test_the_providers_count_decides_the_trigger_and_the_estimate_backs_it_up(
     # estimate: the count decides.
     counting = ScriptedCounter(count=lambda request: 180_000)
     agent, _ = build(tmp_path / "a", window=200_000)
-    from shared.wiring.agent import build_agent
+    from hango.wiring.agent import build_agent
 
     counted = build_agent(
         make_settings(tmp_path / "b", window=200_000),

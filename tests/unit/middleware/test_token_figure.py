@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.compaction.extractive import ExtractiveSummarizer
-from shared.core.messages import Message, Request
-from shared.providers.anthropic import AnthropicProvider
-from shared.tokens import HeuristicEstimator
-from shared.wiring.agent import Agent, build_agent
+from hango.compaction.extractive import ExtractiveSummarizer
+from hango.core.messages import Message, Request
+from hango.providers.anthropic import AnthropicProvider
+from hango.tokens import HeuristicEstimator
+from hango.wiring.agent import Agent, build_agent
 from tests.agent_support import make_settings
 from tests.fakeapi import Body, FakeAnthropicAPI
 from tests.histories import payload

@@ -17,22 +17,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.compaction.tool_args import (
+from hango.compaction.tool_args import (
     RunningSums,
     TruncationLedger,
     TruncationMemo,
     truncate_tool_args,
 )
-from shared.core.collection import Prefix
-from shared.core.messages import Message, Request, Response
-from shared.core.profiles import ModelProfile
-from shared.middleware.base import Handler, ModelCall, PassThrough, StateHolder
-from shared.middleware.tool_args import (
+from hango.core.collection import Prefix
+from hango.core.messages import Message, Request, Response
+from hango.core.profiles import ModelProfile
+from hango.middleware.base import Handler, ModelCall, PassThrough, StateHolder
+from hango.middleware.tool_args import (
     STEP_ABOVE_TRIGGER_FRAC,
     ToolArgTruncationMiddleware,
     _index_of_seq,
 )
-from shared.providers.scripted import text_reply
+from hango.providers.scripted import text_reply
 from tests.histories import (
     CharEstimator,
     call,

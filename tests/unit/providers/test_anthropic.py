@@ -12,18 +12,18 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from shared.core.errors import (
+from hango.core.errors import (
     ConfigError,
     ContextOverflowError,
     InvalidRequestError,
     ProviderError,
     TransientProviderError,
 )
-from shared.core.messages import Request
-from shared.core.settings import Settings
-from shared.providers.anthropic import AnthropicProvider
-from shared.providers.base import Capabilities
-from shared.tokens.base import TokenCounter
+from hango.core.messages import Request
+from hango.core.settings import Settings
+from hango.providers.anthropic import AnthropicProvider
+from hango.providers.base import Capabilities
+from hango.tokens.base import TokenCounter
 from tests.fakeapi import (
     FakeAnthropicAPI,
     ScriptedError,

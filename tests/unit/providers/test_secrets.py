@@ -10,11 +10,11 @@ import traceback
 import pytest
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 
-from shared.core.errors import ProviderError
-from shared.core.messages import Message, Request
-from shared.core.settings import load_settings
-from shared.providers.anthropic import AnthropicProvider
-from shared.telemetry.provider import instrument_provider
+from hango.core.errors import ProviderError
+from hango.core.messages import Message, Request
+from hango.core.settings import load_settings
+from hango.providers.anthropic import AnthropicProvider
+from hango.telemetry.provider import instrument_provider
 from tests.fakeapi import FakeAnthropicAPI
 from tests.otel_support import capture
 

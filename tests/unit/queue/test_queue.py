@@ -22,19 +22,19 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared.compaction.extractive import ExtractiveSummarizer
-from shared.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
-from shared.core.errors import (
+from hango.compaction.extractive import ExtractiveSummarizer
+from hango.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
+from hango.core.errors import (
     ConfigError,
     InvalidRequestError,
     LeaseBusyError,
     MissingRangeError,
     TransientProviderError,
 )
-from shared.core.messages import Message, Request, Response, StoredMessage
-from shared.core.settings import load_settings
-from shared.providers.scripted import ScriptedProvider, text_reply
-from shared.queue.celery_config import (
+from hango.core.messages import Message, Request, Response, StoredMessage
+from hango.core.settings import load_settings
+from hango.providers.scripted import ScriptedProvider, text_reply
+from hango.queue.celery_config import (
     OFFLOAD_QUEUE,
     OFFLOAD_TASK,
     RETRY_BACKOFF_MAX,
@@ -44,21 +44,25 @@ from shared.queue.celery_config import (
     check_time_limits,
     transient_countdown,
 )
-from shared.queue.keys import JobKey, range_fingerprint
-from shared.queue.queued import QueuedOffloader, QueuedSummarizer, offload_payload
-from shared.queue.results import JobState
-from shared.queue.waiting import (
+from hango.queue.keys import JobKey, range_fingerprint
+from hango.queue.queued import QueuedOffloader, QueuedSummarizer, offload_payload
+from hango.queue.results import JobState
+from hango.queue.waiting import (
     JobFailedError,
     PublishError,
     QueueDeadlineError,
     WaitPolicy,
     await_job,
 )
-from shared.simulate.model import ScriptedCodingModel
-from shared.summarizers.llm import LLMSummarizer
-from shared.summarizers.offload import InlineOffloader
+from hango.simulate.model import ScriptedCodingModel
+from hango.summarizers.llm import LLMSummarizer
+from hango.summarizers.offload import InlineOffloader
+from hango_worker.summarizer import (
+    check_worker_summarizer,
+    load_provider_factory,
+    worker_summarizer,
+)
 from tests.memory_history import MemoryHistory
-from worker.summarizer import check_worker_summarizer, load_provider_factory, worker_summarizer
 
 KEY = JobKey("summary", "s1", 3)
 POLICY = WaitPolicy(deadline=10.0, enqueue_ttl=2.0, recheck=0.5)
@@ -462,14 +466,14 @@ def test_the_queue_needs_a_redis_url() -> None:
 def test_embedded_default_never_imports_the_queue(tmp_path: Path) -> None:
     script = (
         "import sys\n"
-        "from shared.wiring.agent import build_agent\n"
-        "from shared.core.settings import load_settings\n"
-        "from shared.providers.scripted import ScriptedProvider\n"
+        "from hango.wiring.agent import build_agent\n"
+        "from hango.core.settings import load_settings\n"
+        "from hango.providers.scripted import ScriptedProvider\n"
         f"settings = load_settings(database_url='sqlite:///{tmp_path}/h.db', "
         f"history_root='{tmp_path}/history', redis_url=None, estimator='heuristic')\n"
         "build_agent(settings, provider=ScriptedProvider())\n"
         "loaded = [m for m in sys.modules if m.split('.')[0] in ('celery', 'kombu', 'redis')"
-        " or m.startswith('shared.queue')]\n"
+        " or m.startswith('hango.queue')]\n"
         "assert not loaded, loaded\n"
     )
     completed = subprocess.run(
@@ -531,7 +535,7 @@ def test_the_worker_process_exits_with_one_line_naming_the_variable(tmp_path: Pa
 
     def start(queues: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "worker", "worker", "-Q", queues],
+            [sys.executable, "-m", "celery", "-A", "hango_worker", "worker", "-Q", queues],
             capture_output=True,
             text=True,
             timeout=120,
@@ -628,10 +632,10 @@ def test_queue_errors_pickle_with_their_fields(error: Exception) -> None:
 def test_a_worker_refuses_a_range_that_differs_from_the_one_the_agent_evicted(
     tmp_path: Path,
 ) -> None:
-    from shared.core.errors import HangoError
-    from shared.core.messages import Message
-    from shared.store import Store
-    from worker.execution import load_checked_range
+    from hango.core.errors import HangoError
+    from hango.core.messages import Message
+    from hango.store import Store
+    from hango_worker.execution import load_checked_range
 
     store = Store.from_url(f"sqlite:///{tmp_path / 'worker.db'}")
     store.migrate()

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from kombu import Connection
 
-from shared.core.settings import load_settings
-from shared.queue.dispatch import producer_app
-from shared.queue.redis_transport import Transport
+from hango.core.settings import load_settings
+from hango.queue.dispatch import producer_app
+from hango.queue.redis_transport import Transport
 
 
 @pytest.mark.parametrize("url", ["redis://127.0.0.1:6379/3", "rediss://127.0.0.1:6380/0"])

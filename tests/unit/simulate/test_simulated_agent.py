@@ -7,21 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from shared.compaction.jobs import SummaryJob
-from shared.compaction.summary_prompt import SUMMARY_SECTIONS, build_summary_request
-from shared.compaction.validate import validate_request
-from shared.core.errors import ContextOverflowError
-from shared.core.messages import Message, Request, StoredMessage, TextBlock, ToolResultBlock
-from shared.core.settings import load_settings
-from shared.history.local import LocalHistory
-from shared.history.paths import conversation_history_path
-from shared.simulate.commands import RUN_COMMAND, PretendShell, module_under_test
-from shared.simulate.model import ScriptedCodingModel, count_request_tokens
-from shared.simulate.plan import BUG_MARKER, FIXED_LINE
-from shared.simulate.runner import build_simulation, scripted_model
-from shared.simulate.user import ScriptedUser
-from shared.tokens.base import TokenCounter
-from shared.tools.builtin import COMPACT_CONVERSATION, EDIT_FILE, LS, READ_FILE, WRITE_FILE
+from hango.compaction.jobs import SummaryJob
+from hango.compaction.summary_prompt import SUMMARY_SECTIONS, build_summary_request
+from hango.compaction.validate import validate_request
+from hango.core.errors import ContextOverflowError
+from hango.core.messages import Message, Request, StoredMessage, TextBlock, ToolResultBlock
+from hango.core.settings import load_settings
+from hango.history.local import LocalHistory
+from hango.history.paths import conversation_history_path
+from hango.simulate.commands import RUN_COMMAND, PretendShell, module_under_test
+from hango.simulate.model import ScriptedCodingModel, count_request_tokens
+from hango.simulate.plan import BUG_MARKER, FIXED_LINE
+from hango.simulate.runner import build_simulation, scripted_model
+from hango.simulate.user import ScriptedUser
+from hango.tokens.base import TokenCounter
+from hango.tools.builtin import COMPACT_CONVERSATION, EDIT_FILE, LS, READ_FILE, WRITE_FILE
 
 TOOLS = (READ_FILE, WRITE_FILE, EDIT_FILE, LS, COMPACT_CONVERSATION, RUN_COMMAND)
 TASK = (
@@ -186,7 +186,7 @@ def test_scripted_user_is_seeded_and_answers_questions() -> None:
 
 
 def test_the_content_generators_are_deterministic() -> None:
-    from shared.simulate.content import build_log, module_source, new_module
+    from hango.simulate.content import build_log, module_source, new_module
 
     module = new_module(random.Random(1))
     assert module_source(module, random.Random(2)) == module_source(module, random.Random(2))

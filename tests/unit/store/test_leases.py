@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from shared.core.errors import SessionBusyError, TurnLeaseLostError
-from shared.core.messages import Message
-from shared.providers.scripted import text_reply
-from shared.store import Store
-from shared.store.leases import LeasePolicy, SessionLeases
-from shared.wiring.agent import open_store
+from hango.core.errors import SessionBusyError, TurnLeaseLostError
+from hango.core.messages import Message
+from hango.providers.scripted import text_reply
+from hango.store import Store
+from hango.store.leases import LeasePolicy, SessionLeases
+from hango.wiring.agent import open_store
 from tests.agent_support import build, make_settings
 from tests.lease_checks import assert_turns_serialized, run_processes
 
@@ -96,7 +96,7 @@ def test_a_finished_turn_frees_the_session_at_once(tmp_path: Path) -> None:
 
 
 def test_eight_processes_on_one_sqlite_session_take_turns(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    url = f"sqlite:///{tmp_path / 'hango.db'}"
     open_store(make_settings(tmp_path, database_url=url)).engine.dispose()
 
     ran = run_processes(url, "busy", processes=8, turns=3, home=tmp_path / "home")

@@ -23,14 +23,14 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, event, inspect, select, text
 
-from shared.compaction.record import CompactionRecord, RunState
-from shared.core.errors import ConfigError, InvalidSessionIdError, UnknownSessionError
-from shared.core.messages import Message, Usage
-from shared.core.price import Price
-from shared.cost.meter import UsageTotals
-from shared.store import MessageEstimate, RunInfo, Store
-from shared.store.repository import engine_from_url
-from shared.store.tables import messages, metadata
+from hango.compaction.record import CompactionRecord, RunState
+from hango.core.errors import ConfigError, InvalidSessionIdError, UnknownSessionError
+from hango.core.messages import Message, Usage
+from hango.core.price import Price
+from hango.cost.meter import UsageTotals
+from hango.store import MessageEstimate, RunInfo, Store
+from hango.store.repository import engine_from_url
+from hango.store.tables import messages, metadata
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -565,7 +565,7 @@ PRICE = Price(base_input=3.0, cache_write_5m=3.75, cache_read=0.3, output=15.0)
 
 def seed(store: Store) -> None:
     """A session with messages, a finished run, counters and a history file."""
-    from shared.history.postgres import PostgresHistory
+    from hango.history.postgres import PostgresHistory
 
     store.ensure_session("s1", "m")
     for turn, message in tool_batch_conversation()[:3]:
@@ -631,8 +631,8 @@ from pathlib import Path
 start = float(sys.argv[2])
 while time.time() < start:
     time.sleep(0.001)
-from shared.core.settings import load_settings
-from shared.wiring.agent import open_store
+from hango.core.settings import load_settings
+from hango.wiring.agent import open_store
 store = open_store(load_settings(database_url=sys.argv[1]))
 print(len(store.sessions()))
 """

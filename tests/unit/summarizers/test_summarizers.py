@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from markdown_it import MarkdownIt
 
-from shared.compaction.extractive import ExtractiveSummarizer
-from shared.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
-from shared.compaction.summary_prompt import build_summary_request
-from shared.core.errors import InvalidSessionIdError, ProviderError, TransientProviderError
-from shared.core.messages import (
+from hango.compaction.extractive import ExtractiveSummarizer
+from hango.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
+from hango.compaction.summary_prompt import build_summary_request
+from hango.core.errors import InvalidSessionIdError, ProviderError, TransientProviderError
+from hango.core.messages import (
     Message,
     RedactedThinkingBlock,
     StoredMessage,
@@ -22,11 +22,11 @@ from shared.core.messages import (
     ThinkingBlock,
     Usage,
 )
-from shared.history.local import LocalHistory
-from shared.history.markdown import fence_for, render_evicted
-from shared.providers.scripted import ScriptedProvider, text_reply, tool_reply
-from shared.summarizers.llm import LLMSummarizer
-from shared.summarizers.offload import InlineOffloader
+from hango.history.local import LocalHistory
+from hango.history.markdown import fence_for, render_evicted
+from hango.providers.scripted import ScriptedProvider, text_reply, tool_reply
+from hango.summarizers.llm import LLMSummarizer
+from hango.summarizers.offload import InlineOffloader
 from tests.histories import assistant, call, calls, histories, result, results, user
 from tests.memory_history import MemoryHistory
 

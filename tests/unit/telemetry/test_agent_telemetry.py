@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from shared.core.errors import ContextOverflowError
-from shared.core.messages import Usage
-from shared.providers.anthropic import AnthropicProvider
-from shared.providers.base import Provider
-from shared.providers.scripted import ScriptedProvider, text_reply
-from shared.telemetry import names as t
-from shared.telemetry.observer import TelemetryObserver
-from shared.telemetry.provider import instrument_provider
-from shared.wiring.agent import Agent, build_agent
+from hango.core.errors import ContextOverflowError
+from hango.core.messages import Usage
+from hango.providers.anthropic import AnthropicProvider
+from hango.providers.base import Provider
+from hango.providers.scripted import ScriptedProvider, text_reply
+from hango.telemetry import names as t
+from hango.telemetry.observer import TelemetryObserver
+from hango.telemetry.provider import instrument_provider
+from hango.wiring.agent import Agent, build_agent
 from tests.agent_support import TEST_MODEL, make_settings
 from tests.fakeapi import FakeAnthropicAPI, fake_api
 from tests.fakeapi import text_reply as api_text_reply

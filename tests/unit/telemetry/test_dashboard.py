@@ -1,6 +1,6 @@
 """The Grafana dashboard is valid and only queries metrics that something really emits.
 
-Our metric names come from :data:`shared.telemetry.METRICS`, translated the way the
+Our metric names come from :data:`hango.telemetry.METRICS`, translated the way the
 collector's Prometheus exporter does (prometheus/otlptranslator, suffixes on): name
 tokens joined by ``_``, the unit appended (``s`` → ``seconds``; ``1`` and ``{...}``
 units add nothing), ``_total`` for counters, ``_bucket``/``_sum``/``_count`` series for
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from flower.events import get_prometheus_metrics
 
-from shared.telemetry import names as t
+from hango.telemetry import names as t
 
 ROOT = Path(__file__).resolve().parents[3]
 OBSERVABILITY = ROOT / "observability"

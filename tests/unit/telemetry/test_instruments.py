@@ -16,14 +16,14 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind, StatusCode
 
-from shared.compaction.record import CompactionRecord
-from shared.core.errors import ContextOverflowError
-from shared.core.messages import Message, Request, Response, TextBlock, Usage
-from shared.providers.scripted import ScriptedCounter, ScriptedProvider, text_reply
-from shared.telemetry import names as t
-from shared.telemetry.observer import TelemetryObserver
-from shared.telemetry.provider import InstrumentedProvider, instrument_provider
-from shared.tokens.base import TokenCounter
+from hango.compaction.record import CompactionRecord
+from hango.core.errors import ContextOverflowError
+from hango.core.messages import Message, Request, Response, TextBlock, Usage
+from hango.providers.scripted import ScriptedCounter, ScriptedProvider, text_reply
+from hango.telemetry import names as t
+from hango.telemetry.observer import TelemetryObserver
+from hango.telemetry.provider import InstrumentedProvider, instrument_provider
+from hango.tokens.base import TokenCounter
 from tests.otel_support import Captured, capture, point_with
 
 MODEL = "claude-test-1"

@@ -18,13 +18,13 @@ from kombu.exceptions import OperationalError
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 
-from shared.core.settings import load_settings
-from shared.queue.dispatch import CeleryDispatcher, producer_app
-from shared.telemetry import names as t
-from shared.telemetry.publish import MAX_PENDING_PUBLISHES, CeleryPublishTracer, stamp_enqueued_at
-from shared.telemetry.setup import DEFAULT_EXPORT_TIMEOUT, setup_telemetry
+from hango.core.settings import load_settings
+from hango.queue.dispatch import CeleryDispatcher, producer_app
+from hango.telemetry import names as t
+from hango.telemetry.publish import MAX_PENDING_PUBLISHES, CeleryPublishTracer, stamp_enqueued_at
+from hango.telemetry.setup import DEFAULT_EXPORT_TIMEOUT, setup_telemetry
+from hango_worker import signals as worker_signals
 from tests.otel_support import OtlpReceiver, capture
-from worker import signals as worker_signals
 
 OTEL_VARIABLES = (
     "OTEL_SDK_DISABLED",
@@ -252,8 +252,8 @@ def test_redis_commands_and_sql_statements_become_spans() -> None:
     import redis
     from sqlalchemy import text
 
-    from shared.store.repository import engine_from_url
-    from shared.telemetry.setup import _client_instrumentors, trace_clients
+    from hango.store.repository import engine_from_url
+    from hango.telemetry.setup import _client_instrumentors, trace_clients
 
     cap = capture()
     trace_clients(cap.tracer_provider)  # after the store module was imported, as in the CLI

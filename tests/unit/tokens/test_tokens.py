@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from shared.core.errors import TransientProviderError
-from shared.core.messages import (
+from hango.core.errors import TransientProviderError
+from hango.core.messages import (
     ImageBlock,
     Message,
     OtherBlock,
@@ -24,9 +24,9 @@ from shared.core.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from shared.providers.base import Capabilities
-from shared.providers.scripted import ScriptedCounter, ScriptedProvider
-from shared.tokens import (
+from hango.providers.base import Capabilities
+from hango.providers.scripted import ScriptedCounter, ScriptedProvider
+from hango.tokens import (
     EncodingSource,
     Estimator,
     FramedEstimator,
@@ -35,9 +35,9 @@ from shared.tokens import (
     make_estimator,
     measure_input_tokens,
 )
-from shared.tokens.framing import IMAGE_TOKENS, TOOLS_PREAMBLE
-from shared.tokens.heuristic import BYTES_PER_TOKEN, utf8_length
-from shared.tokens.tiktoken_estimator import LARGE_TEXT_CHARS, TokenEncoding
+from hango.tokens.framing import IMAGE_TOKENS, TOOLS_PREAMBLE
+from hango.tokens.heuristic import BYTES_PER_TOKEN, utf8_length
+from hango.tokens.tiktoken_estimator import LARGE_TEXT_CHARS, TokenEncoding
 
 PLAIN = Capabilities()
 
@@ -244,7 +244,7 @@ def test_tiktoken_degrades_to_the_heuristic_with_one_warning(
         raise OSError("encoding data missing")
 
     encodings = EncodingSource(broken_loader)
-    with caplog.at_level(logging.WARNING, logger="shared.tokens.tiktoken_estimator"):
+    with caplog.at_level(logging.WARNING, logger="hango.tokens.tiktoken_estimator"):
         first = make_estimator("tiktoken", encodings=encodings)
         second = make_estimator("tiktoken", encodings=encodings)
 
@@ -290,7 +290,7 @@ def test_measure_falls_back_when_counting_fails(caplog: pytest.LogCaptureFixture
     estimator = HeuristicEstimator()
     req = request(conversation(2))
     counter = ScriptedCounter(count_error=TransientProviderError("overloaded", status=529))
-    with caplog.at_level(logging.WARNING, logger="shared.tokens.measure"):
+    with caplog.at_level(logging.WARNING, logger="hango.tokens.measure"):
         measured = measure_input_tokens(req, estimator=estimator, provider=counter, timeout=5)
     assert (measured.tokens, measured.source) == (estimator.estimate_request(req), "estimate")
     assert measured.fallback_reason is not None

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from shared.core.messages import ToolDefinition, ToolUseBlock
-from shared.history.local import LocalHistory
-from shared.history.paths import conversation_history_path
-from shared.tools.builtin import (
+from hango.core.messages import ToolDefinition, ToolUseBlock
+from hango.history.local import LocalHistory
+from hango.history.paths import conversation_history_path
+from hango.tools.builtin import (
     READ_DEFAULT_LIMIT,
     READ_LINE_CHARS,
     READ_MAX_LIMIT,
