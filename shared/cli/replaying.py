@@ -20,6 +20,7 @@ from typing import Any
 from hango.agent.loop import TurnResult
 from hango.cli.transcripts import Transcript, split_turns
 from hango.compaction.record import CompactionRecord
+from hango.compaction.summary_prompt import HISTORY_TOOL_NAME
 from hango.core.errors import ContextOverflowError, ProviderError
 from hango.core.messages import (
     ContentBlock,
@@ -46,7 +47,10 @@ from hango.tools.builtin import (
 from hango.wiring.agent import Agent
 
 BUILTIN_TOOL_NAMES = frozenset(
-    t.name for t in (READ_FILE, WRITE_FILE, EDIT_FILE, LS, COMPACT_CONVERSATION)
+    (
+        *(t.name for t in (READ_FILE, WRITE_FILE, EDIT_FILE, LS, COMPACT_CONVERSATION)),
+        HISTORY_TOOL_NAME,
+    )
 )
 
 

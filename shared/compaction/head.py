@@ -9,7 +9,7 @@ summary yet it is a short notice that points at the history file.
 from __future__ import annotations
 
 from hango.compaction.record import CompactionRecord
-from hango.compaction.summary_prompt import build_summary_message
+from hango.compaction.summary_prompt import HISTORY_TOOL_NAME, build_summary_message
 from hango.core.messages import Message, TextBlock
 
 _NOTICE = (
@@ -52,17 +52,20 @@ def _head_without_request(record: CompactionRecord | None) -> Message:
     if record is not None and record.offload_path:
         where = (
             f"Their full transcript is saved at {record.offload_path}; use the read_file "
-            "tool to recover details."
+            f"tool to recover details, or {HISTORY_TOOL_NAME} to search and read them."
         )
         if record.saved_to_seq < record.kept_from_seq - 1:
             where += " " + _gap_note(record.saved_to_seq + 1, record.kept_from_seq - 1)
     else:
-        where = "They remain in the stored transcript."
+        where = (
+            f"They remain in the stored transcript: use {HISTORY_TOOL_NAME} to search and "
+            "read them."
+        )
     return Message(role="user", content=_NOTICE.format(count=count, where=where))
 
 
 def _gap_note(first: int, last: int) -> str:
     return (
         f"Messages {first} to {last} could not be written to the history file; they remain "
-        "only in the stored transcript."
+        f"in the stored transcript, where {HISTORY_TOOL_NAME} reads them."
     )

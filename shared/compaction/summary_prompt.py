@@ -45,6 +45,10 @@ SUMMARY_SECTIONS = (
 
 MAX_LISTED_ARTIFACTS = 100
 
+# The history tool's name (``hango.tools.history``), named here because the summary message
+# tells the model about it and this pure core imports no tools.
+HISTORY_TOOL_NAME = "session_history"
+
 # About 100k tokens at 4 characters a token: half of a 200k window, leaving room for the
 # prompt, the previous summary and the reply on the smallest model we summarize with.
 DEFAULT_SUMMARY_INPUT_CHARS = 400_000
@@ -124,7 +128,10 @@ def build_summary_message(
         "context. The earlier messages are summarized below. The full transcript of the "
         f"{evicted_count} earlier messages (sequence {from_seq} to {to_seq}) is saved at "
         f"{offload_path}; use the read_file tool to recover details (exact file contents, "
-        "command output, error text) that the summary leaves out.\n\n"
+        "command output, error text) that the summary leaves out. The "
+        f"{HISTORY_TOOL_NAME} tool searches the stored messages by text or identifier "
+        "(path, symbol, error message) and reads any message or tool result exactly."
+        "\n\n"
         f"<summary>\n{summary.strip()}\n</summary>"
         f"{_artifact_section(artifacts)}\n\n"
         "Continue the work from where it left off, without asking the user to repeat "
@@ -139,7 +146,10 @@ def _artifact_section(artifacts: Sequence[str]) -> str:
     listed = [f"- {item}" for item in artifacts[:MAX_LISTED_ARTIFACTS]]
     if len(artifacts) > MAX_LISTED_ARTIFACTS:
         listed.append(f"- ... and {len(artifacts) - MAX_LISTED_ARTIFACTS} more in the transcript")
-    return "\n\nFiles and artifacts the earlier messages referred to:\n" + "\n".join(listed)
+    return (
+        "\n\nFiles and artifacts the earlier messages referred to (search for any of them "
+        f"with {HISTORY_TOOL_NAME} to see where and how):\n" + "\n".join(listed)
+    )
 
 
 # --- The evicted range as text -------------------------------------------------------

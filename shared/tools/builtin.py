@@ -363,6 +363,11 @@ def calling_session(session_id: str) -> Iterator[None]:
         _calling_session.reset(token)
 
 
+def current_session() -> str | None:
+    """The session whose model is calling the tools, when the loop set one."""
+    return _calling_session.get()
+
+
 def _visible(path: str) -> bool:
     """Whether the calling session may see ``path``: of the two system directories, only
     its own history file and its own offloaded tool results."""

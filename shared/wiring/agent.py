@@ -35,6 +35,7 @@ from hango.telemetry.observer import TelemetryObserver
 from hango.telemetry.provider import InstrumentedProvider, instrument_provider
 from hango.tokens import Estimator, make_estimator
 from hango.tools.builtin import Tool, ToolRegistry
+from hango.tools.history import StoreTranscripts, history_tool
 from hango.wiring.history import history_from_settings
 
 
@@ -91,7 +92,8 @@ def build_agent(
         fallback=ExtractiveSummarizer(),
     )
     summarizer, offloader = _ports(settings, store, history, inline_summarizer, inline_offloader)
-    tools = ToolRegistry(history, extra_tools)
+    # The history tool reads the store, which only the wiring knows beside the history.
+    tools = ToolRegistry(history, (history_tool(StoreTranscripts(store)), *extra_tools))
     filesystem = FilesystemMiddleware(
         history,
         max_result_tokens=offload_limit(settings, profile),
