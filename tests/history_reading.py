@@ -13,18 +13,22 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from hango.compaction.summary_prompt import artifact_index
 from hango.core.messages import (
     ContentBlock,
     ImageBlock,
     RedactedThinkingBlock,
+    StoredMessage,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
+from hango.store import Store
+from hango.tools.history import PAGE_CHARS, HistoryScope, HistoryTool, StoreTranscripts
 
 CLOSING = "\n</session_history_data>"
 _OPENING = re.compile(r"<session_history_data [^\n]*\n")
@@ -92,3 +96,96 @@ def expected_payload(block: ContentBlock) -> str:
     if isinstance(block, ImageBlock | RedactedThinkingBlock):
         return ""
     return json.dumps(block.to_api(), ensure_ascii=False)
+
+
+# --- Probing a replayed session ----------------------------------------------------------
+
+
+@dataclass
+class Probe:
+    """What the history tool gave back over one session's evicted messages."""
+
+    evicted: int = 0
+    read_exact: int = 0
+    results: int = 0
+    results_exact: int = 0
+    identifiers: int = 0
+    found_top5: int = 0
+    misses: list[str] = field(default_factory=list)
+
+    def add(self, other: Probe) -> None:
+        for name in ("evicted", "read_exact", "results", "results_exact"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.identifiers += other.identifiers
+        self.found_top5 += other.found_top5
+        self.misses.extend(other.misses)
+
+
+def evicted_to(store: Store, session_id: str) -> int:
+    """The last sequence number any compaction of the session evicted (0: none did)."""
+    kept = [r.kept_from_seq for run in store.runs(session_id) for r in run.state.compactions]
+    return max(kept, default=1) - 1
+
+
+def probe_session(store: Store, session_id: str, *, page_chars: int = PAGE_CHARS) -> Probe:
+    """Read every evicted message back through the tool, and search every identifier of the
+    artifact index over them; compared with the store's messages, read directly."""
+    scope = HistoryScope(session_id)
+    tool = HistoryTool(StoreTranscripts(store), page_chars=page_chars)
+
+    def answer(arguments: Mapping[str, Any]) -> str:
+        outcome = tool.answer(arguments, scope)
+        assert not outcome.is_error, outcome.content
+        return outcome.content
+
+    evicted = store.messages(session_id, to_seq=evicted_to(store, session_id))
+    probe = Probe(evicted=len(evicted))
+    for stored in evicted:
+        [read] = parse_rendering(read_all(answer, {"command": "read", "from_seq": stored.seq}))
+        wanted = [expected_payload(block) for block in stored.message.blocks()]
+        probe.read_exact += read.seq == stored.seq and [p for _, p in read.blocks] == wanted
+        for block in stored.message.tool_results():
+            text = read_all(answer, {"command": "read", "tool_use_id": block.tool_use_id})
+            probe.results += 1
+            probe.results_exact += parse_rendering(text)[0].blocks[0][1] == block.text()
+    _probe_search(probe, answer, artifact_index(evicted), store.messages(session_id))
+    return probe
+
+
+def _probe_search(
+    probe: Probe,
+    answer: Callable[[Mapping[str, Any]], str],
+    identifiers: list[str],
+    stored: list[StoredMessage],
+) -> None:
+    every = {m.seq: m for m in stored}
+    for identifier in identifiers:
+        probe.identifiers += 1
+        hits = search_hits(answer({"command": "search", "query": identifier, "limit": 5}))
+        if any(_holds(every[seq].message.blocks()[block - 1], identifier) for seq, block in hits):
+            probe.found_top5 += 1
+        else:
+            probe.misses.append(identifier)
+
+
+def search_hits(answer: str) -> list[tuple[int, int]]:
+    """The (seq, block) of each hit of a search answer, best first."""
+    return [(int(seq), int(block)) for seq, block in _HIT.findall(answer)]
+
+
+_HIT = re.compile(r"^\d+\. seq (\d+), turn \d+, \w+, block (\d+): ", re.M)
+
+
+def _holds(block: ContentBlock, identifier: str) -> bool:
+    """Whether ``block``'s own content holds ``identifier`` (a tool input's string values)."""
+    if isinstance(block, ToolUseBlock):
+        return any(identifier in value for value in _strings(block.input))
+    return identifier in expected_payload(block)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for child in value.values() for s in _strings(child)]
+    if isinstance(value, list):
+        return [s for child in value for s in _strings(child)]
+    return [value] if isinstance(value, str) else []
