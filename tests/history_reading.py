@@ -112,13 +112,26 @@ class Probe:
     identifiers: int = 0
     found_top5: int = 0
     misses: list[str] = field(default_factory=list)
+    # The first line of each evicted error result, searched for as the model would.
+    error_lines: int = 0
+    error_lines_top5: int = 0
 
     def add(self, other: Probe) -> None:
-        for name in ("evicted", "read_exact", "results", "results_exact"):
+        for name in _COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.identifiers += other.identifiers
-        self.found_top5 += other.found_top5
         self.misses.extend(other.misses)
+
+
+_COUNTS = (
+    "evicted",
+    "read_exact",
+    "results",
+    "results_exact",
+    "identifiers",
+    "found_top5",
+    "error_lines",
+    "error_lines_top5",
+)
 
 
 def evicted_to(store: Store, session_id: str) -> int:
@@ -148,24 +161,40 @@ def probe_session(store: Store, session_id: str, *, page_chars: int = PAGE_CHARS
             text = read_all(answer, {"command": "read", "tool_use_id": block.tool_use_id})
             probe.results += 1
             probe.results_exact += parse_rendering(text)[0].blocks[0][1] == block.text()
-    _probe_search(probe, answer, artifact_index(evicted), store.messages(session_id))
+    every = store.messages(session_id)
+    found = _found_top5(answer, artifact_index(evicted), every, probe.misses)
+    probe.identifiers, probe.found_top5 = len(found), sum(found)
+    errors = _found_top5(answer, error_lines(evicted), every, probe.misses)
+    probe.error_lines, probe.error_lines_top5 = len(errors), sum(errors)
     return probe
 
 
-def _probe_search(
-    probe: Probe,
+def _found_top5(
     answer: Callable[[Mapping[str, Any]], str],
-    identifiers: list[str],
+    queries: list[str],
     stored: list[StoredMessage],
-) -> None:
+    misses: list[str],
+) -> list[bool]:
+    """For each query, whether a block among its first five hits holds it verbatim."""
     every = {m.seq: m for m in stored}
-    for identifier in identifiers:
-        probe.identifiers += 1
-        hits = search_hits(answer({"command": "search", "query": identifier, "limit": 5}))
-        if any(_holds(every[seq].message.blocks()[block - 1], identifier) for seq, block in hits):
-            probe.found_top5 += 1
-        else:
-            probe.misses.append(identifier)
+    found = []
+    for query in queries:
+        hits = search_hits(answer({"command": "search", "query": query, "limit": 5}))
+        found.append(any(_holds(every[seq].message.blocks()[b - 1], query) for seq, b in hits))
+        if not found[-1]:
+            misses.append(query)
+    return found
+
+
+def error_lines(evicted: list[StoredMessage]) -> list[str]:
+    """The first non-blank line (at most 200 characters) of each error result, once each."""
+    lines: dict[str, None] = {}
+    for stored in evicted:
+        for block in stored.message.tool_results():
+            first = next((line.strip() for line in block.text().splitlines() if line.strip()), "")
+            if block.is_error and first and len(first) <= 200:
+                lines[first] = None
+    return list(lines)
 
 
 def search_hits(answer: str) -> list[tuple[int, int]]:

@@ -114,6 +114,7 @@ def test_every_evicted_message_reads_back_exactly_and_every_artifact_is_found(
     assert probe.results > 10 and probe.results_exact == probe.results
     assert probe.identifiers > 20 and probe.misses == []
     assert probe.found_top5 == probe.identifiers
+    assert probe.error_lines > 0 and probe.error_lines_top5 == probe.error_lines
     # The probe compares with the store; the store with the transcript, block by block.
     assert expected_payload(originals[1].blocks()[1]) == json.dumps(
         messages[1]["content"][1]["input"], ensure_ascii=False
