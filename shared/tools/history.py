@@ -137,6 +137,9 @@ class _Index:
     last_seq: int = 0
     docs: list[Document] = field(default_factory=list)
     messages: dict[str, StoredMessage] = field(default_factory=dict)  # by tool_use_id
+    # The ids of the history tool's own calls: neither they nor their results are searched
+    # (a search would find its own query, and earlier results' snippets, first).
+    own_calls: set[str] = field(default_factory=set)
 
 
 class HistoryTool:
@@ -146,9 +149,16 @@ class HistoryTool:
     extended with the messages appended since, so a search reads only what is new.
     """
 
-    def __init__(self, source: TranscriptSource, *, page_chars: int = PAGE_CHARS) -> None:
+    def __init__(
+        self,
+        source: TranscriptSource,
+        *,
+        page_chars: int = PAGE_CHARS,
+        name: str = HISTORY_TOOL_NAME,
+    ) -> None:
         self.source = source
         self.page_chars = page_chars
+        self.name = name
         self._indexes: OrderedDict[HistoryScope, _Index] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -156,11 +166,11 @@ class HistoryTool:
         """The result of one call: the text for the ``tool_result``, and whether it is an error."""
         problem = check_arguments(_SCHEMA, tool_input)
         if problem is not None:
-            return tool_error(f"invalid arguments for {HISTORY_TOOL_NAME}: {problem}")
+            return tool_error(f"invalid arguments for {self.name}: {problem}")
         try:
             return ToolOutcome(content=self._answer(tool_input, scope))
         except ToolInputError as error:
-            return tool_error(f"{HISTORY_TOOL_NAME}: {error}")
+            return tool_error(f"{self.name}: {error}")
 
     def _answer(self, tool_input: Mapping[str, Any], scope: HistoryScope) -> str:
         command = tool_input["command"]
@@ -192,7 +202,7 @@ class HistoryTool:
             while len(self._indexes) > SESSIONS_INDEXED:
                 self._indexes.popitem(last=False)
             # Under the lock: two callers of one session must not both extend its index.
-            _extend(index, self.source.messages(scope, from_seq=index.last_seq + 1))
+            _extend(index, self.source.messages(scope, from_seq=index.last_seq + 1), self.name)
         return index
 
     # -- read -------------------------------------------------------------------------
@@ -236,9 +246,10 @@ class HistoryTool:
         return attributes, f"=== tool result {tool_use_id}, {where} ===\n" + render_block(1, block)
 
 
-def _extend(index: _Index, appended: Iterable[StoredMessage]) -> None:
+def _extend(index: _Index, appended: Iterable[StoredMessage], own_name: str) -> None:
     for stored in appended:
-        index.docs.extend(documents(stored))
+        index.own_calls.update(u.id for u in stored.message.tool_uses() if u.name == own_name)
+        index.docs.extend(documents(stored, skip=index.own_calls))
         for block in stored.message.tool_results():
             # The first result of an id is the one the request answered with (repair
             # drops a duplicate).

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,9 +63,13 @@ class Hit:
     snippet: str
 
 
-def documents(stored: StoredMessage) -> Iterator[Document]:
-    """The searchable blocks of ``stored`` (blocks with no text, such as images, are left out)."""
+def documents(stored: StoredMessage, *, skip: Container[str] = ()) -> Iterator[Document]:
+    """The searchable blocks of ``stored``: blocks with no text (images) are left out, and
+    so are the tool calls whose id is in ``skip`` and their results."""
     for number, block in enumerate(stored.message.blocks(), start=1):
+        call = _call_id(block)
+        if call is not None and call in skip:
+            continue
         found = _searchable(block)
         if found is None or not found[1]:
             continue
@@ -73,6 +77,12 @@ def documents(stored: StoredMessage) -> Iterator[Document]:
         yield Document(
             stored.seq, stored.turn, stored.message.role, number, label, text, text.lower()
         )
+
+
+def _call_id(block: ContentBlock) -> str | None:
+    if isinstance(block, ToolUseBlock):
+        return block.id
+    return block.tool_use_id if isinstance(block, ToolResultBlock) else None
 
 
 def _searchable(block: ContentBlock) -> tuple[str, str] | None:

@@ -264,6 +264,21 @@ def test_messages_appended_after_a_search_are_found_reading_only_them() -> None:
     assert source.served == served + 1
 
 
+@pytest.mark.parametrize("name", [HISTORY_TOOL_NAME, "hango_history"])
+def test_search_skips_the_tools_own_calls_and_results(name: str) -> None:
+    source = MemorySource()
+    source.add(SCOPE, user("the port is 8443"))
+    source.add(SCOPE, calls(call("h1", name, command="search", query="port 8443")))
+    source.add(SCOPE, results(result("h1", "1. seq 1 ... the port is 8443")))
+    source.add(SCOPE, calls(call("h2", name, command="search", query="port 8443")))
+    tool = HistoryTool(source, name=name)
+    answer = ok(tool.answer({"command": "search", "query": "port 8443"}, SCOPE))
+    assert 'matches="1"' in answer and "1. seq 1, turn 1, user, block 1: text" in answer
+    # Another tool's calls of the same words are searched as usual.
+    source.add(SCOPE, results(result("h2", "x")), calls(call("b1", "bash", command="curl :8443")))
+    assert "1. seq 6" in ok(tool.answer({"command": "search", "query": "8443"}, SCOPE))
+
+
 # --- scope ------------------------------------------------------------------------------
 
 
