@@ -52,20 +52,17 @@ def _head_without_request(record: CompactionRecord | None) -> Message:
     if record is not None and record.offload_path:
         where = (
             f"Their full transcript is saved at {record.offload_path}; use the read_file "
-            f"tool to recover details, or {HISTORY_TOOL_NAME} to search and read them."
+            f"tool or {HISTORY_TOOL_NAME} to recover details."
         )
         if record.saved_to_seq < record.kept_from_seq - 1:
             where += " " + _gap_note(record.saved_to_seq + 1, record.kept_from_seq - 1)
     else:
-        where = (
-            f"They remain in the stored transcript: use {HISTORY_TOOL_NAME} to search and "
-            "read them."
-        )
+        where = f"They remain in the stored transcript ({HISTORY_TOOL_NAME} reads them)."
     return Message(role="user", content=_NOTICE.format(count=count, where=where))
 
 
 def _gap_note(first: int, last: int) -> str:
     return (
         f"Messages {first} to {last} could not be written to the history file; they remain "
-        f"in the stored transcript, where {HISTORY_TOOL_NAME} reads them."
+        f"only in the stored transcript ({HISTORY_TOOL_NAME} reads them)."
     )

@@ -127,11 +127,8 @@ def build_summary_message(
         "This session is being continued from an earlier conversation that ran out of "
         "context. The earlier messages are summarized below. The full transcript of the "
         f"{evicted_count} earlier messages (sequence {from_seq} to {to_seq}) is saved at "
-        f"{offload_path}; use the read_file tool to recover details (exact file contents, "
-        "command output, error text) that the summary leaves out. The "
-        f"{HISTORY_TOOL_NAME} tool searches the stored messages by text or identifier "
-        "(path, symbol, error message) and reads any message or tool result exactly."
-        "\n\n"
+        f"{offload_path}; use {HISTORY_TOOL_NAME} (search, read) or read_file to recover "
+        "details (exact file contents, command output, error text) the summary leaves out.\n\n"
         f"<summary>\n{summary.strip()}\n</summary>"
         f"{_artifact_section(artifacts)}\n\n"
         "Continue the work from where it left off, without asking the user to repeat "
@@ -146,10 +143,7 @@ def _artifact_section(artifacts: Sequence[str]) -> str:
     listed = [f"- {item}" for item in artifacts[:MAX_LISTED_ARTIFACTS]]
     if len(artifacts) > MAX_LISTED_ARTIFACTS:
         listed.append(f"- ... and {len(artifacts) - MAX_LISTED_ARTIFACTS} more in the transcript")
-    return (
-        "\n\nFiles and artifacts the earlier messages referred to (search for any of them "
-        f"with {HISTORY_TOOL_NAME} to see where and how):\n" + "\n".join(listed)
-    )
+    return "\n\nFiles and artifacts the earlier messages referred to:\n" + "\n".join(listed)
 
 
 # --- The evicted range as text -------------------------------------------------------

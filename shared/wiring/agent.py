@@ -92,8 +92,7 @@ def build_agent(
         fallback=ExtractiveSummarizer(),
     )
     summarizer, offloader = _ports(settings, store, history, inline_summarizer, inline_offloader)
-    # The history tool reads the store, which only the wiring knows beside the history.
-    tools = ToolRegistry(history, (history_tool(StoreTranscripts(store)), *extra_tools))
+    tools = ToolRegistry(history, (*_history_tools(store, profile), *extra_tools))
     filesystem = FilesystemMiddleware(
         history,
         max_result_tokens=offload_limit(settings, profile),
@@ -144,6 +143,19 @@ def build_agent(
         estimator=estimator,
     )
     return Agent(settings, store, history, loop, provider, profile, summarizer, offloader)
+
+
+# The history tool's definition (about 250 tokens, sent with every request) is under 2 %
+# of this window; a smaller window keeps that room for the conversation, and its model
+# reads the history through the file tools (/conversation_history/).
+HISTORY_TOOL_MIN_WINDOW = 16_000
+
+
+def _history_tools(store: Store, profile: ModelProfile) -> tuple[Tool, ...]:
+    """The history tool over ``store``, when the model's window has room for it."""
+    if profile.max_input_tokens < HISTORY_TOOL_MIN_WINDOW:
+        return ()
+    return (history_tool(StoreTranscripts(store)),)
 
 
 def _instrumented(provider: Provider, telemetry: Telemetry, purpose: str) -> Provider:

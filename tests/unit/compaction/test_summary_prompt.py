@@ -223,7 +223,10 @@ def test_summary_message_points_at_the_offload_and_lists_artifacts() -> None:
     text = message.text()
     assert text.startswith("This session is being continued from an earlier conversation")
     assert "The full transcript of the 42 earlier messages" in text
-    assert "saved at /conversation_history/sess-1.md; use the read_file tool" in text
+    assert (
+        "saved at /conversation_history/sess-1.md; use session_history (search, read) or read_file"
+        in text
+    )
     assert "<summary>\n## Goal and user requests\nFix the parser.\n</summary>" in text
     assert "- /src/parser.py\n- https://example.com" in text
     assert isinstance(message.blocks()[-1], TextBlock)

@@ -338,8 +338,7 @@ def test_the_summary_and_the_notices_name_the_tool() -> None:
         from_seq=1,
         to_seq=4,
     )
-    assert f"The {HISTORY_TOOL_NAME} tool searches the stored messages" in summary.text()
-    assert f"(search for any of them with {HISTORY_TOOL_NAME}" in summary.text()
+    assert f"use {HISTORY_TOOL_NAME} (search, read) or read_file to recover" in summary.text()
     record = CompactionRecord(
         at_turn=2,
         reason="truncate",
@@ -350,4 +349,6 @@ def test_the_summary_and_the_notices_name_the_tool() -> None:
         tokens_after=5,
         evicted_messages=8,
     )
-    assert f"use {HISTORY_TOOL_NAME} to search and read them" in head_message(record).text()
+    assert f"stored transcript ({HISTORY_TOOL_NAME} reads them)" in head_message(record).text()
+    saved = record.model_copy(update={"offload_path": "/conversation_history/s.md"})
+    assert f"read_file tool or {HISTORY_TOOL_NAME} to recover" in head_message(saved).text()

@@ -8,10 +8,12 @@ from typing import Any
 from hango.compaction.summary_prompt import HISTORY_TOOL_NAME
 from hango.core.messages import ToolResultBlock
 from hango.providers.scripted import text_reply, tool_reply
+from hango.wiring.agent import HISTORY_TOOL_MIN_WINDOW
 from tests.agent_support import build
 from tests.history_reading import page_body, parse_rendering
 
-FACT = "Remember fact {i}: token key-{i:04d}. " + "detail " * 150
+FACT = "Remember fact {i}: token key-{i:04d}. " + "detail " * 500
+WINDOW = HISTORY_TOOL_MIN_WINDOW
 
 
 def chat(agent: Any, provider: Any, session: str, turns: int) -> None:
@@ -25,7 +27,7 @@ def tool_results(agent: Any, session: str) -> list[ToolResultBlock]:
 
 
 def test_the_model_recovers_an_evicted_fact_through_the_tool(tmp_path: Path) -> None:
-    agent, provider = build(tmp_path)
+    agent, provider = build(tmp_path, window=WINDOW)
     chat(agent, provider, "alice", 14)
     assert agent.store.latest_state("alice").latest is not None  # compaction evicted turn 1
     provider.push(
@@ -45,7 +47,7 @@ def test_the_model_recovers_an_evicted_fact_through_the_tool(tmp_path: Path) -> 
 
 
 def test_another_sessions_model_finds_nothing_of_it(tmp_path: Path) -> None:
-    agent, provider = build(tmp_path)
+    agent, provider = build(tmp_path, window=WINDOW)
     chat(agent, provider, "alice", 3)
     provider.push(
         tool_reply((HISTORY_TOOL_NAME, {"command": "search", "query": "key-0000"})),
@@ -59,3 +61,11 @@ def test_another_sessions_model_finds_nothing_of_it(tmp_path: Path) -> None:
     shown = parse_rendering(page_body(read.text())[0])
     assert [m.seq for m in shown] == [1, 2, 3, 4]  # bob's own, up to the read's call
     assert shown[0].blocks == [("text", "find alice's token")]
+
+
+def test_a_window_too_small_for_its_definition_keeps_to_the_file_tools(tmp_path: Path) -> None:
+    small, _ = build(tmp_path / "small", window=WINDOW - 1)
+    large, _ = build(tmp_path / "large", window=WINDOW)
+    assert HISTORY_TOOL_NAME not in small.loop.tools.names()
+    assert "read_file" in small.loop.tools.names()
+    assert HISTORY_TOOL_NAME in large.loop.tools.names()
