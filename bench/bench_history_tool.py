@@ -13,7 +13,9 @@ read directly:
   for (``limit=5``), found when a hit's block holds it; and the same for the first line
   of every evicted error result (the error text a model would look up);
 - **latency**: the first search of a session (the index is built from the store) and the
-  median of the later ones (the index only catches up), in the same run.
+  median of the later ones (the index only catches up), in the same run; and, without the
+  corpus, the median search over generated sessions of 1,000 and 10,000 messages held in
+  memory (the ranking's own cost, which grows with the session).
 
 Runtime: about a minute for the eight reference transcripts on 2 busy cores.
 """
@@ -29,6 +31,7 @@ from pathlib import Path
 
 from bench.bench_replay import CORPUS_ENV, corpus_dir
 from hango.cli import main as hango
+from hango.core.messages import Message, StoredMessage, TextBlock, ToolResultBlock, ToolUseBlock
 from hango.store import Store
 from hango.tools.history import HistoryScope, HistoryTool, StoreTranscripts
 from tests.history_reading import Probe, evicted_to, probe_session
@@ -75,11 +78,57 @@ def probe(transcript: Path) -> tuple[int, Probe, float, float]:
     return messages, found, cold, warm
 
 
+class Generated:
+    """A generated session of ``size`` messages, in memory: tool calls and their results."""
+
+    def __init__(self, size: int) -> None:
+        self.stored = [
+            StoredMessage(seq=n, turn=1 + n // 40, message=_message(n)) for n in range(1, size + 1)
+        ]
+
+    def messages(
+        self, scope: HistoryScope, from_seq: int | None = None, to_seq: int | None = None
+    ) -> list[StoredMessage]:
+        first, last = from_seq or 1, to_seq or len(self.stored)
+        return self.stored[first - 1 : last]
+
+
+def _message(n: int) -> Message:
+    if n % 2:
+        path = f"/repo/src/pkg_{n % 17}/module_{n}.py"
+        use = ToolUseBlock(id=f"t{n}", name="Read", input={"file_path": path})
+        return Message(role="assistant", content=(TextBlock(text=f"Reading {path}."), use))
+    body = "\n".join(f"    value_{k} = compute(item_{n}_{k})" for k in range(30 + n % 40))
+    return Message(role="user", content=(ToolResultBlock(tool_use_id=f"t{n - 1}", content=body),))
+
+
+def generated_latency(size: int, queries: list[str]) -> tuple[float, float]:
+    """Milliseconds: the first search of a fresh tool, and the median of the later ones."""
+    tool = HistoryTool(Generated(size))
+    scope = HistoryScope("generated")
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        tool.answer({"command": "search", "query": query}, scope)
+        times.append((time.perf_counter() - started) * 1000)
+    return times[0], statistics.median(times[1:])
+
+
+def print_generated() -> None:
+    queries = ["module_501.py", "item_800_3", "compute", "value_12 = compute", "pkg_3"] * 3
+    print("| generated session | first search ms | later search ms (median of 14) |")
+    print("|---:|---:|---:|")
+    for size in (1_000, 10_000):
+        cold, warm = generated_latency(size, queries)
+        print(f"| {size:,} messages | {cold:.1f} | {warm:.1f} |")
+
+
 def _share(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.1f}%)" if whole else "-"
 
 
 def main() -> None:
+    print_generated()
     directory = corpus_dir()
     transcripts = sorted(directory.glob("*.json")) if directory.is_dir() else []
     if not transcripts:
