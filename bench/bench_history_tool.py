@@ -144,21 +144,23 @@ def main() -> None:
     for transcript in transcripts:
         messages, found, cold, warm = probe(transcript)
         total.add(found)
-        print(
-            f"| {transcript.name} | {messages} | {found.evicted} | "
-            f"{_share(found.read_exact, found.evicted)} | "
-            f"{_share(found.results_exact, found.results)} | "
-            f"{_share(found.found_top5, found.identifiers)} | "
-            f"{_share(found.error_lines_top5, found.error_lines)} | {cold:.1f} | {warm:.1f} |"
-        )
+        print(f"| {transcript.name} | {messages} | {_shares(found)} | {cold:.1f} | {warm:.1f} |")
+    evicted, *shares = _shares(total).split(" | ")
     print(
-        f"all: read back {_share(total.read_exact, total.evicted)}, tool results "
-        f"{_share(total.results_exact, total.results)}, identifiers in top 5 "
-        f"{_share(total.found_top5, total.identifiers)}, error lines in top 5 "
-        f"{_share(total.error_lines_top5, total.error_lines)}"
+        f"all: {evicted} evicted; read back exact {shares[0]}, tool results exact "
+        f"{shares[1]}, identifiers in top 5 {shares[2]}, error lines in top 5 {shares[3]}"
     )
     for miss in total.misses[:20]:
         print(f"  not in top 5: {miss!r}")
+
+
+def _shares(found: Probe) -> str:
+    return (
+        f"{found.evicted} | {_share(found.read_exact, found.evicted)} | "
+        f"{_share(found.results_exact, found.results)} | "
+        f"{_share(found.found_top5, found.identifiers)} | "
+        f"{_share(found.error_lines_top5, found.error_lines)}"
+    )
 
 
 if __name__ == "__main__":

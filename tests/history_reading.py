@@ -154,19 +154,26 @@ def probe_session(store: Store, session_id: str, *, page_chars: int = PAGE_CHARS
     evicted = store.messages(session_id, to_seq=evicted_to(store, session_id))
     probe = Probe(evicted=len(evicted))
     for stored in evicted:
-        [read] = parse_rendering(read_all(answer, {"command": "read", "from_seq": stored.seq}))
-        wanted = [expected_payload(block) for block in stored.message.blocks()]
-        probe.read_exact += read.seq == stored.seq and [p for _, p in read.blocks] == wanted
-        for block in stored.message.tool_results():
-            text = read_all(answer, {"command": "read", "tool_use_id": block.tool_use_id})
-            probe.results += 1
-            probe.results_exact += parse_rendering(text)[0].blocks[0][1] == block.text()
+        _probe_read(probe, answer, stored)
     every = store.messages(session_id)
     found = _found_top5(answer, artifact_index(evicted), every, probe.misses)
     probe.identifiers, probe.found_top5 = len(found), sum(found)
     errors = _found_top5(answer, error_lines(evicted), every, probe.misses)
     probe.error_lines, probe.error_lines_top5 = len(errors), sum(errors)
     return probe
+
+
+def _probe_read(
+    probe: Probe, answer: Callable[[Mapping[str, Any]], str], stored: StoredMessage
+) -> None:
+    """Count ``stored`` read back exactly, whole and tool result by tool result."""
+    [read] = parse_rendering(read_all(answer, {"command": "read", "from_seq": stored.seq}))
+    wanted = [expected_payload(block) for block in stored.message.blocks()]
+    probe.read_exact += read.seq == stored.seq and [p for _, p in read.blocks] == wanted
+    for block in stored.message.tool_results():
+        text = read_all(answer, {"command": "read", "tool_use_id": block.tool_use_id})
+        probe.results += 1
+        probe.results_exact += parse_rendering(text)[0].blocks[0][1] == block.text()
 
 
 def _found_top5(

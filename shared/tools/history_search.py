@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Container, Iterator, Sequence
+import threading
+from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,43 @@ class Hit:
     document: Document
     score: float
     snippet: str
+
+
+class SessionIndex:
+    """One session's searchable blocks up to ``last_seq``, and its tool results by id.
+
+    The store is append-only, so an index is only ever extended: :meth:`catch_up` takes
+    the messages after ``last_seq``. The calls of the tool named ``own_name`` and their
+    results are not searched (a search would find its own query, and earlier results'
+    snippets, first).
+    """
+
+    def __init__(self, own_name: str) -> None:
+        self.own_name = own_name
+        self.last_seq = 0
+        self.lock = threading.Lock()  # held by whoever reads and adds what was appended
+        self._docs: list[Document] = []
+        self._results: dict[str, StoredMessage] = {}
+        self._own_calls: set[str] = set()
+
+    def catch_up(self, appended: Iterable[StoredMessage]) -> None:
+        for stored in appended:
+            uses = stored.message.tool_uses()
+            self._own_calls.update(use.id for use in uses if use.name == self.own_name)
+            self._docs.extend(documents(stored, skip=self._own_calls))
+            for block in stored.message.tool_results():
+                # The first result of an id is the one the request answered with (repair
+                # drops a duplicate).
+                self._results.setdefault(block.tool_use_id, stored)
+            self.last_seq = max(self.last_seq, stored.seq)
+
+    def docs(self) -> list[Document]:
+        """The blocks indexed so far (a copy: a caller ranks it while others catch up)."""
+        return list(self._docs)
+
+    def result_message(self, tool_use_id: str) -> StoredMessage | None:
+        """The message holding the (first) result of ``tool_use_id``."""
+        return self._results.get(tool_use_id)
 
 
 def documents(stored: StoredMessage, *, skip: Container[str] = ()) -> Iterator[Document]:

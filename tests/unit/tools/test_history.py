@@ -16,13 +16,13 @@ from hango.core.errors import ToolInputError
 from hango.core.messages import Message, StoredMessage, TextBlock
 from hango.tools.builtin import ToolOutcome, calling_session
 from hango.tools.history import (
-    DATA_NOTE,
     HistoryScope,
     HistoryTool,
     StoreTranscripts,
     history_tool,
     history_tool_definition,
 )
+from hango.tools.history_render import DATA_NOTE
 from tests.histories import call, calls, histories, result, results, user
 from tests.history_reading import expected_payload, page_body, parse_rendering, read_all
 
