@@ -46,10 +46,8 @@ def test_every_message_reads_back_exactly_from_postgres(pg_store: Store) -> None
         assert [payload for _, payload in got.blocks] == [
             expected_payload(block) for block in message.blocks()
         ]
-    assert (
-        parse_rendering(read_all(answer, {"command": "read", "tool_use_id": "t2"}))[0].blocks[0][1]
-        == originals[4].blocks()[0].text()
-    )  # type: ignore[union-attr]
+    [one] = parse_rendering(read_all(answer, {"command": "read", "tool_use_id": "t2"}))
+    assert one.blocks == [("tool_result for t2", next(originals[4].tool_results()).text())]
     assert search_hits(answer({"command": "search", "query": "E1102"}))[0] == (3, 1)
     assert search_hits(answer({"command": "search", "query": "C:\\src\\app.py"}))[0] == (2, 2)
 
