@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -277,6 +279,37 @@ def test_search_skips_the_tools_own_calls_and_results(name: str) -> None:
     # Another tool's calls of the same words are searched as usual.
     source.add(SCOPE, results(result("h2", "x")), calls(call("b1", "bash", command="curl :8443")))
     assert "1. seq 6" in ok(tool.answer({"command": "search", "query": "8443"}, SCOPE))
+
+
+def test_concurrent_searches_while_messages_arrive_index_each_block_once() -> None:
+    class SlowSource(MemorySource):
+        """Reads take a while, as a database's do: callers overlap inside them."""
+
+        def messages(
+            self, scope: HistoryScope, from_seq: int | None = None, to_seq: int | None = None
+        ) -> Sequence[StoredMessage]:
+            found = super().messages(scope, from_seq, to_seq)
+            time.sleep(0.002)
+            return found
+
+    source = SlowSource()
+    for n in range(200):
+        source.add(SCOPE, user(f"needle {n}"))
+    tool = HistoryTool(source)
+    query = {"command": "search", "query": "needle"}
+
+    def searcher() -> None:
+        for _ in range(20):
+            ok(tool.answer(query, SCOPE))
+
+    threads = [threading.Thread(target=searcher) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for n in range(200, 400):  # appended while the searches run, as a live session does
+        source.add(SCOPE, user(f"needle {n}"))
+    for thread in threads:
+        thread.join()
+    assert 'matches="400"' in ok(tool.answer(query, SCOPE))
 
 
 # --- scope ------------------------------------------------------------------------------
