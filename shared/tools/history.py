@@ -227,9 +227,9 @@ def _hit_line(number: int, hit: Hit) -> str:
     )
 
 
-def history_tool(source: TranscriptSource) -> Tool:
+def history_tool(source: TranscriptSource, *, page_chars: int = PAGE_CHARS) -> Tool:
     """The tool for the library loop: scoped to the session whose model is calling it."""
-    answers = HistoryTool(source)
+    answers = HistoryTool(source, page_chars=page_chars)
 
     def run(arguments: Mapping[str, Any]) -> ToolOutcome:
         session_id = current_session()

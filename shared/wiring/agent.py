@@ -35,7 +35,7 @@ from hango.telemetry.observer import TelemetryObserver
 from hango.telemetry.provider import InstrumentedProvider, instrument_provider
 from hango.tokens import Estimator, make_estimator
 from hango.tools.builtin import Tool, ToolRegistry
-from hango.tools.history import StoreTranscripts, history_tool
+from hango.tools.history import PAGE_CHARS, StoreTranscripts, history_tool
 from hango.wiring.history import history_from_settings
 
 
@@ -92,7 +92,8 @@ def build_agent(
         fallback=ExtractiveSummarizer(),
     )
     summarizer, offloader = _ports(settings, store, history, inline_summarizer, inline_offloader)
-    tools = ToolRegistry(history, (*_history_tools(store, profile), *extra_tools))
+    history_tools = _history_tools(store, profile, offload_limit(settings, profile))
+    tools = ToolRegistry(history, (*history_tools, *extra_tools))
     filesystem = FilesystemMiddleware(
         history,
         max_result_tokens=offload_limit(settings, profile),
@@ -151,11 +152,21 @@ def build_agent(
 HISTORY_TOOL_MIN_WINDOW = 16_000
 
 
-def _history_tools(store: Store, profile: ModelProfile) -> tuple[Tool, ...]:
-    """The history tool over ``store``, when the model's window has room for it."""
+# Characters of a history page per token of the large-result limit: text runs at about 3
+# to 4 characters a token, dense identifiers and non-Latin scripts at fewer.
+PAGE_CHARS_PER_TOKEN = 2
+
+
+def _history_tools(store: Store, profile: ModelProfile, offload_tokens: int) -> tuple[Tool, ...]:
+    """The history tool over ``store``, when the model's window has room for it.
+
+    Its pages stay under the large-result limit, so a page is shown, not offloaded to a
+    file as a preview (which the model would have to read in turn).
+    """
     if profile.max_input_tokens < HISTORY_TOOL_MIN_WINDOW:
         return ()
-    return (history_tool(StoreTranscripts(store)),)
+    page_chars = min(PAGE_CHARS, offload_tokens * PAGE_CHARS_PER_TOKEN)
+    return (history_tool(StoreTranscripts(store), page_chars=page_chars),)
 
 
 def _instrumented(provider: Provider, telemetry: Telemetry, purpose: str) -> Provider:

@@ -42,8 +42,11 @@ def test_the_model_recovers_an_evicted_fact_through_the_tool(tmp_path: Path) -> 
     assert head.role == "user" and HISTORY_TOOL_NAME in head.text()
     found, read = tool_results(agent, "alice")
     assert not found.is_error and "1. seq 1, turn 1, user, block 1: text" in found.text()
-    [message] = parse_rendering(page_body(read.text())[0])
-    assert message.blocks == [("text", FACT.format(i=0))]
+    body, more = page_body(read.text())
+    fact = FACT.format(i=0)
+    header = f"=== seq 1, turn 1, user, 1 blocks ===\n--- block 1: text, {len(fact)} chars ---\n"
+    assert body == (header + fact)[: len(body)] and "key-0000" in body
+    assert more == len(body)  # the rest is one call away
 
 
 def test_another_sessions_model_finds_nothing_of_it(tmp_path: Path) -> None:
@@ -69,3 +72,17 @@ def test_a_window_too_small_for_its_definition_keeps_to_the_file_tools(tmp_path:
     assert HISTORY_TOOL_NAME not in small.loop.tools.names()
     assert "read_file" in small.loop.tools.names()
     assert HISTORY_TOOL_NAME in large.loop.tools.names()
+
+
+def test_a_page_fits_under_the_large_result_offload_of_a_small_window(tmp_path: Path) -> None:
+    agent, provider = build(tmp_path, window=WINDOW)
+    long_message = "Spec: " + " ".join(f"rule-{n:04d}" for n in range(1500))
+    provider.push(
+        tool_reply((HISTORY_TOOL_NAME, {"command": "read", "from_seq": 1})),
+        text_reply("read it"),
+    )
+    agent.loop.run_turn("s", long_message)
+    [page] = tool_results(agent, "s")
+    # Shown as a page of the tool's own, not moved to /large_tool_results/ as a preview.
+    assert page.text().startswith("<session_history_data ") and "offset=" in page.text()
+    assert "/large_tool_results/" not in page.text()
