@@ -33,6 +33,7 @@ SEARCH_MAX_LIMIT = 20
 # A page of a read: about 5k tokens, so a page never becomes a large tool result itself.
 PAGE_CHARS = 20_000
 READ_MAX_MESSAGES = 200
+HIT_CHARS = 400
 SESSIONS_INDEXED = 16
 
 
@@ -149,7 +150,9 @@ class HistoryTool:
     def search(self, scope: HistoryScope, query: str, limit: int | None = None) -> str:
         if not query_terms(query):
             raise ToolInputError("query is empty: give text or an identifier to search for")
-        count = min(limit or SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT)
+        # As many hits as a page holds (a hit's two lines run to about HIT_CHARS).
+        fit = max(1, self.page_chars // HIT_CHARS)
+        count = min(limit or SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT, fit)
         hits, matched = rank(self._index(scope).docs(), query, count)
         attributes = {"command": "search", "query": query, "matches": str(matched)}
         if not hits:

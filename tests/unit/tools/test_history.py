@@ -253,6 +253,9 @@ def test_the_limit_bounds_the_hits() -> None:
     assert len(search(source, "config.yaml", limit=3)) == 3
     assert len(search(source, "config.yaml", limit=99)) == 20
     assert len(search(source, "config.yaml")) == 5
+    small_pages = HistoryTool(source, page_chars=1_200)
+    answer = ok(small_pages.answer({"command": "search", "query": "config", "limit": 20}, SCOPE))
+    assert "3 best of 30 matching blocks" in answer and len(answer) < 1_600
 
 
 def test_messages_appended_after_a_search_are_found_reading_only_them() -> None:
