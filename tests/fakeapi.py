@@ -381,6 +381,8 @@ def pairing_error(messages: list[Any]) -> str | None:
         problem = _role_problem(messages, index)
         if problem is not None:
             return problem
+        if message["role"] == "system":
+            continue  # a mid-conversation system message: no tool blocks, no turn of its own
         blocks = _as_blocks(message.get("content"))
         if message["role"] == "user":
             problem = _orphan_result(blocks, previous_uses, index)
@@ -402,8 +404,8 @@ def _is_block(block: Any, kind: str) -> bool:
 
 def _role_problem(messages: list[Any], index: int) -> str | None:
     message = messages[index]
-    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-        return f"messages.{index}.role: Input should be 'user' or 'assistant'"
+    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant", "system"):
+        return f"messages.{index}.role: Input should be 'user', 'assistant' or 'system'"
     if "content" not in message:
         return f"messages.{index}.content: Field required"
     if index == 0 and message["role"] != "user":

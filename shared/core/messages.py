@@ -6,7 +6,10 @@ never rewritten" structural rather than a promise.
 
 Parsing then dumping gives back the same JSON: ``to_api()`` emits exactly the keys that
 were present in the input (or set in code), unknown keys are kept (``extra="allow"``),
-and unknown block types survive as :class:`OtherBlock`.
+and unknown block types survive as :class:`OtherBlock` (at the top level of a message and
+inside a tool result: documents, search results, tool references, server tool blocks).
+Messages may carry the role ``system`` (the API's mid-conversation system messages); the
+pipeline treats such a message as opaque content, like any block it does not model.
 """
 
 from __future__ import annotations
@@ -108,9 +111,16 @@ def too_deep(use: ToolUseBlock) -> str | None:
     )
 
 
+def _result_part_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in ("text", "image") else "other"
+
+
 ResultContentBlock = Annotated[
-    Annotated[TextBlock, Tag("text")] | Annotated[ImageBlock, Tag("image")],
-    Discriminator("type"),
+    Annotated[TextBlock, Tag("text")]
+    | Annotated[ImageBlock, Tag("image")]
+    | Annotated["OtherBlock", Tag("other")],
+    Discriminator(_result_part_tag),
 ]
 
 
@@ -148,6 +158,7 @@ class OtherBlock(WireModel):
     """A block type this version does not model (documents, server tools, ...): kept as is."""
 
     type: str
+    cache_control: CacheControl | None = None
 
 
 _KNOWN_BLOCKS = frozenset(
@@ -171,7 +182,8 @@ ContentBlock = Annotated[
     Discriminator(_block_tag),
 ]
 
-Role = Literal["user", "assistant"]
+# ``system``: a mid-conversation system message, which some clients send in ``messages``.
+Role = Literal["user", "assistant", "system"]
 
 
 class Message(WireModel):
@@ -213,6 +225,13 @@ class ToolDefinition(WireModel):
     input_schema: JsonObject = Field(default_factory=lambda: {"type": "object", "properties": {}})
     cache_control: CacheControl | None = None
     _always_dumped = ("input_schema",)
+
+    def model_post_init(self, context: Any, /) -> None:
+        # A server tool (``{"type": "web_search_20250305", "name": ...}``) has no schema:
+        # one must not appear in its JSON.
+        kind = (self.model_extra or {}).get("type")
+        if kind is None or kind == "custom":
+            super().model_post_init(context)
 
 
 class Request(WireModel):

@@ -158,6 +158,9 @@ class FramedEstimator:
         for part in block.content:
             if isinstance(part, ImageBlock):
                 framing += IMAGE_TOKENS
+            elif isinstance(part, OtherBlock):
+                content += self._other_cost(part)[0]
+                framing += BLOCK_OVERHEAD
             else:
                 content += self._text(part.text)
                 framing += BLOCK_OVERHEAD
