@@ -211,6 +211,10 @@ class FakeAnthropicAPI:
     retry_after_ms: int | None = 1
     message_delay: float = 0.0
     count_delay: float = 0.0
+    # Held between the streamed events of one answer (streaming tests of cancellation).
+    event_delay: float = 0.0
+    # Streams whose reader disconnected before the last event.
+    streams_cut: int = 0
     responder: Callable[[Body], Body] = field(default=lambda body: text_reply("ok"))
     # Another tokenizer: the prompt's size for both endpoints and the window, with usage
     # reporting it all as uncached input. ``None``: ``count_input_tokens`` and the cache.
@@ -466,6 +470,14 @@ def _unanswered_uses(uses: list[str], following: Any, index: int) -> str | None:
     )
 
 
+def _wants_stream(raw: bytes) -> bool:
+    try:
+        body = json.loads(raw or b"null")
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("stream") is True
+
+
 def _invalid(request_id: str, message: str) -> Body:
     return ScriptedError(400, "invalid_request_error", message).body(request_id)
 
@@ -487,6 +499,74 @@ def _request_problem(body: Any, *, counting: bool) -> str | None:
     return pairing_error(body["messages"])
 
 
+def stream_events(message: Body) -> list[tuple[str, Body]]:
+    """The SSE events the API sends for ``message`` (``stream: true``), in order.
+
+    ``message_start`` carries the input usage and empty content; each block is a start, its
+    deltas (text, JSON input in two halves, thinking, signature) and a stop; a ``ping``
+    follows the start; ``message_delta`` carries the stop reason and the output tokens.
+    """
+    usage = dict(message["usage"])
+    start_usage = {**usage, "output_tokens": 1}
+    started = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
+    events: list[tuple[str, Body]] = [
+        ("message_start", {"type": "message_start", "message": {**started, "usage": start_usage}}),
+        ("ping", {"type": "ping"}),
+    ]
+    for index, block in enumerate(message["content"]):
+        events.extend(_block_events(index, block))
+    delta = {"stop_reason": message.get("stop_reason"), "stop_sequence": None}
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": delta,
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _block_events(index: int, block: Body) -> list[tuple[str, Body]]:
+    kind = block.get("type")
+    deltas: list[Body] = []
+    if kind == "text":
+        empty, text = {**block, "text": ""}, block["text"]
+        half = len(text) // 2
+        deltas = [{"type": "text_delta", "text": part} for part in (text[:half], text[half:])]
+    elif kind == "tool_use":
+        empty, encoded = {**block, "input": {}}, json.dumps(block["input"])
+        half = len(encoded) // 2
+        deltas = [
+            {"type": "input_json_delta", "partial_json": part}
+            for part in (encoded[:half], encoded[half:])
+        ]
+    elif kind == "thinking":
+        empty = {**block, "thinking": "", "signature": ""}
+        deltas = [{"type": "thinking_delta", "thinking": block["thinking"]}]
+        deltas.append({"type": "signature_delta", "signature": block.get("signature", "")})
+    else:
+        empty = block
+    return [
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": empty},
+        ),
+        *(
+            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+            for d in deltas
+        ),
+        ("content_block_stop", {"type": "content_block_stop", "index": index}),
+    ]
+
+
+def sse_bytes(events: list[tuple[str, Body]]) -> list[bytes]:
+    return [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events]
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_version = "FakeAnthropicAPI/1"
 
@@ -496,7 +576,24 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length)
         headers = {k.lower(): v for k, v in self.headers.items()}
         status, payload, request_id = fake.answer(self.path.split("?")[0], headers, raw)
+        if status == 200 and _wants_stream(raw) and payload.get("type") == "message":
+            self._stream(fake, payload, request_id)
+            return
         self._send(fake, status, payload, request_id)
+
+    def _stream(self, fake: FakeAnthropicAPI, message: Body, request_id: str) -> None:
+        try:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("request-id", request_id)
+            self.end_headers()  # HTTP/1.0: the body ends when the connection closes
+            for event in sse_bytes(stream_events(message)):
+                self.wfile.write(event)
+                self.wfile.flush()
+                fake._stopping.wait(fake.event_delay)
+        except (BrokenPipeError, ConnectionResetError):
+            fake.streams_cut += 1  # the reader went away mid-stream
 
     def _send(self, fake: FakeAnthropicAPI, status: int, payload: Body, request_id: str) -> None:
         data = json.dumps(payload).encode()

@@ -123,6 +123,11 @@ class TurnContext:
     # Whether the memory's transcript holds every stored message: read from the store
     # once per turn, then kept in step by the turn's own appends.
     in_step: bool = False
+    # The fixed part (model, max_tokens, system, tools, other fields) and its assembly for
+    # this turn, when the caller brings its own (the gateway: each client request carries
+    # it); None: the loop's own.
+    base: Request | None = None
+    assembly: Assembly | None = None
 
 
 class AgentLoop:
@@ -442,7 +447,8 @@ class AgentLoop:
                 first = bisect.bisect_left(transcript, record.kept_from_seq, key=lambda m: m.seq)
             messages, seqs = copy.update(transcript, head, first)
         # The fixed part was validated once; only the messages change from call to call.
-        request = self._base.model_copy(update={"messages": messages})
+        base = ctx.base if ctx.base is not None else self._base
+        request = base.model_copy(update={"messages": messages})
         # What the pipeline measured for the request that was refused: against the
         # provider's own figure it tells how far the measure undercounts.
         refused = (
@@ -462,7 +468,7 @@ class AgentLoop:
             state=ctx.holder,
             stored=copy.stored,
             force=rung or ctx.holder.state.force_compaction,
-            assembly=self.assembly,
+            assembly=ctx.assembly if ctx.assembly is not None else self.assembly,
             overflow=refused,
         )
 

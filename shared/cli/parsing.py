@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("sessions", "print a session's offloaded history"),
     "migrate": ("sessions", "upgrade the database schema (Alembic)"),
     "worker": ("worker", "run a Celery worker pool, started again when it dies"),
+    "serve": ("serve", "run the Anthropic Messages API gateway (any client, no code change)"),
 }
 
 _ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")

@@ -102,7 +102,7 @@ def _status_error(error: anthropic.APIStatusError, secret: str | None) -> Provid
     if error.request_id:
         message += f" [request {error.request_id}]"
     if status == 400:
-        return _bad_request_error(text, message)
+        return bad_request_error(text, message)
     if status == _REQUEST_TOO_LARGE:
         return ContextOverflowError(message, status=status)
     if status in _TRANSIENT_STATUSES or status >= 500:
@@ -110,7 +110,7 @@ def _status_error(error: anthropic.APIStatusError, secret: str | None) -> Provid
     return ProviderError(message, status=status)
 
 
-def _bad_request_error(text: str, message: str) -> ProviderError:
+def bad_request_error(text: str, message: str) -> ProviderError:
     too_long = _PROMPT_TOO_LONG.search(text)
     if too_long:
         tokens, maximum = (int(g) for g in too_long.groups())

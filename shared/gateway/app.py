@@ -1,0 +1,227 @@
+"""The HTTP face of the gateway: a Starlette app served by uvicorn.
+
+- ``POST /v1/messages``: a turn of the library's loop (:mod:`hango.gateway.service`),
+  streamed back event by event, or the JSON message;
+- ``POST /v1/messages/count_tokens``: the count of the request as hango would send it;
+- ``GET /healthz`` (the process answers), ``GET /readyz`` (the store answers too);
+- any other ``/v1/…`` path: proxied to the upstream unchanged; anything else: a 404 in
+  the API's error format naming the path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import httpx2
+from sqlalchemy import text
+from starlette.applications import Starlette
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from hango.gateway.identity import api_key, client_session, tenant_of
+from hango.gateway.service import Caller, Gateway
+from hango.gateway.upstream import (
+    Exchange,
+    Head,
+    answer_header_map,
+    error_body,
+    forwarded_headers,
+)
+
+log = logging.getLogger(__name__)
+
+# Worker threads for turns in flight (anyio's default of 40 would queue the 41st client).
+TURN_THREADS = 256
+UPSTREAM_TIMEOUT = httpx2.Timeout(600.0, connect=10.0)
+
+
+@dataclass
+class Upstream:
+    base_url: str
+    secret: bytes
+    client: httpx2.AsyncClient | None = None
+
+    def url(self, path: str, query: bytes) -> str:
+        return self.base_url.rstrip("/") + path + (f"?{query.decode()}" if query else "")
+
+    def http(self) -> httpx2.AsyncClient:
+        assert self.client is not None, "the app's lifespan opens the client"
+        return self.client
+
+
+def api_error(status: int, kind: str, message: str) -> Response:
+    return Response(error_body(status, kind, message), status, media_type="application/json")
+
+
+class MessagesEndpoint:
+    """``POST /v1/messages`` as a raw ASGI app: the answer streams as upstream sends it."""
+
+    def __init__(self, gateway: Gateway, upstream: Upstream) -> None:
+        self.gateway = gateway
+        self.upstream = upstream
+        self.threads = anyio.CapacityLimiter(TURN_THREADS)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = HttpRequest(scope, receive)
+        prepared = await self._prepare(request)
+        if isinstance(prepared, Response):
+            await prepared(scope, receive, send)
+            return
+        exchange, caller = prepared
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._serve, exchange, caller)
+            group.start_soon(_watch_disconnect, receive, exchange)
+            await _relay(exchange, send)
+            group.cancel_scope.cancel()
+
+    async def _prepare(self, request: HttpRequest) -> tuple[Exchange, Caller] | Response:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        key = api_key(headers)
+        if key is None:
+            return api_error(401, "authentication_error", "hango gateway: no x-api-key header")
+        try:
+            raw: Any = json.loads(await request.body())
+        except ValueError:
+            return api_error(400, "invalid_request_error", "hango gateway: the body is not JSON")
+        if not isinstance(raw, dict):
+            return api_error(
+                400, "invalid_request_error", "hango gateway: the body is not an object"
+            )
+        exchange = Exchange(
+            client=self.upstream.http(),
+            url=self.upstream.url("/v1/messages", request.url.query.encode()),
+            raw=raw,
+            headers={**forwarded_headers(headers), "content-type": "application/json"},
+            streaming=bool(raw.get("stream")),
+        )
+        caller = Caller(tenant_of(key, self.upstream.secret), client_session(headers, raw))
+        return exchange, caller
+
+    async def _serve(self, exchange: Exchange, caller: Caller) -> None:
+        await anyio.to_thread.run_sync(self.gateway.serve, exchange, caller, limiter=self.threads)
+
+
+async def _relay(exchange: Exchange, send: Send) -> None:
+    started = False
+    async for item in exchange.answers:
+        if item is None:
+            break
+        try:
+            if isinstance(item, Head):
+                started = True
+                await send(
+                    {"type": "http.response.start", "status": item.status, "headers": item.headers}
+                )
+            else:
+                await send({"type": "http.response.body", "body": item, "more_body": True})
+        except OSError:
+            exchange.disconnected()
+    if started:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _watch_disconnect(receive: Receive, exchange: Exchange) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            exchange.disconnected()
+            return
+
+
+def create_app(gateway: Gateway, upstream: Upstream) -> Starlette:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        limits = httpx2.Limits(max_connections=512, max_keepalive_connections=64)
+        async with httpx2.AsyncClient(timeout=UPSTREAM_TIMEOUT, limits=limits) as client:
+            upstream.client = client
+            yield
+            upstream.client = None
+
+    async def healthz(request: HttpRequest) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: HttpRequest) -> Response:
+        try:
+            await anyio.to_thread.run_sync(_ping_store, gateway)
+        except Exception as error:
+            return JSONResponse({"status": "unavailable", "store": type(error).__name__}, 503)
+        return JSONResponse({"status": "ready"})
+
+    async def count_tokens(request: HttpRequest) -> Response:
+        return await _count_tokens(request, gateway, upstream)
+
+    async def other(request: HttpRequest) -> Response:
+        if request.url.path.startswith("/v1/"):
+            return await _proxy(request, upstream)
+        return api_error(
+            404,
+            "not_found_error",
+            f"hango gateway: {request.method} {request.url.path} is not served",
+        )
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+    return Starlette(
+        routes=[
+            Route("/v1/messages", MessagesEndpoint(gateway, upstream), methods=["POST"]),
+            Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/{path:path}", other, methods=methods),
+        ],
+        lifespan=lifespan,
+    )
+
+
+def _ping_store(gateway: Gateway) -> None:
+    with gateway.store.engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
+
+
+async def _count_tokens(request: HttpRequest, gateway: Gateway, upstream: Upstream) -> Response:
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    key = api_key(headers)
+    if key is None:
+        return api_error(401, "authentication_error", "hango gateway: no x-api-key header")
+    try:
+        raw = json.loads(await request.body())
+    except ValueError:
+        return api_error(400, "invalid_request_error", "hango gateway: the body is not JSON")
+    caller = Caller(tenant_of(key, upstream.secret), client_session(headers, raw))
+    body = await anyio.to_thread.run_sync(gateway.as_sent, raw, caller)
+    answer = await upstream.http().post(
+        upstream.url("/v1/messages/count_tokens", request.url.query.encode()),
+        content=json.dumps(body).encode(),
+        headers={**forwarded_headers(headers), "content-type": "application/json"},
+    )
+    return Response(answer.content, answer.status_code, headers=answer_header_map(answer.headers))
+
+
+async def _proxy(request: HttpRequest, upstream: Upstream) -> Response:
+    headers = forwarded_headers({k.lower(): v for k, v in request.headers.items()})
+    if "content-type" in request.headers:
+        headers["content-type"] = request.headers["content-type"]
+    outgoing = upstream.http().build_request(
+        request.method,
+        upstream.url(request.url.path, request.url.query.encode()),
+        content=await request.body(),
+        headers=headers,
+    )
+    answer = await upstream.http().send(outgoing, stream=True)
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in answer.aiter_raw():
+                yield chunk
+        finally:
+            await answer.aclose()
+
+    return StreamingResponse(body(), answer.status_code, headers=answer_header_map(answer.headers))

@@ -1,0 +1,218 @@
+"""One client request as one turn of the library's own loop.
+
+The loop the library runs (``AgentLoop`` with the chain ``build_agent`` assembles:
+tool-argument truncation, summarization with history offload and pre-summaries, prompt
+cache breakpoints, the validator, the overflow ladder) builds the request that goes
+upstream; only its fixed part comes from the client (model, ``max_tokens``, system,
+tools and every other field, forwarded as sent), and its provider is the client's
+request (:mod:`hango.gateway.provider`). One loop per model, built on first use.
+
+A turn here: place the history on a branch (:mod:`hango.gateway.sessions`), hold the
+branch's lease (one turn at a time per branch, across gateway processes), append the new
+suffix, make one model call (:meth:`AgentLoop.call_model`, the step a history tool the
+gateway answers itself would loop), close the turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio.from_thread
+from pydantic import ValidationError
+
+from hango.agent.loop import AgentLoop, TurnContext
+from hango.compaction.head import head_message
+from hango.core.errors import (
+    HangoError,
+    InvalidInputError,
+    InvalidRequestError,
+    SessionBusyError,
+)
+from hango.core.messages import JsonObject, Message, Request
+from hango.core.settings import ProfileOverride, Settings
+from hango.gateway.identity import store_session_id
+from hango.gateway.provider import serving
+from hango.gateway.sessions import Branches, Placement
+from hango.gateway.sse import encode
+from hango.gateway.upstream import ClientGoneError, Exchange, Head, error_body
+from hango.middleware.base import Assembly
+from hango.store import Store
+
+log = logging.getLogger(__name__)
+
+LoopFactory = Callable[[Settings], AgentLoop]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent the request and which of its conversations it continues."""
+
+    tenant: str
+    session: str
+
+
+class Loops:
+    """One loop per model the clients use, on the shared store; built on first use."""
+
+    def __init__(self, settings: Settings, build: LoopFactory, window: int | None) -> None:
+        self.settings = settings
+        self._build = build
+        self._window = window
+        self._loops: dict[str, AgentLoop] = {}
+        self._lock = threading.Lock()
+
+    def for_model(self, model: str) -> AgentLoop:
+        with self._lock:
+            loop = self._loops.get(model)
+            if loop is None:
+                loop = self._loops[model] = self._build(self._settings_for(model))
+            return loop
+
+    def _settings_for(self, model: str) -> Settings:
+        profiles = dict(self.settings.model_profiles)
+        if self._window is not None:
+            known = profiles.get(model)
+            profiles[model] = (
+                known.model_copy(update={"max_input_tokens": self._window})
+                if known is not None
+                else ProfileOverride(max_input_tokens=self._window)
+            )
+        # A copy, not a re-validation: secrets dump as asterisks.
+        return self.settings.model_copy(update={"model": model, "model_profiles": profiles})
+
+
+def fixed_part(raw: JsonObject) -> Request:
+    """The client's request without its messages, as the pipeline measures it."""
+    return Request.model_validate({**raw, "messages": ()})
+
+
+def parsed(messages: list[JsonObject], first_index: int) -> list[Message]:
+    """The new messages as wire types; a clear 400 naming the first that is not one."""
+    result = []
+    for offset, raw in enumerate(messages):
+        try:
+            result.append(Message.model_validate(raw))
+        except ValidationError as error:
+            index = first_index + offset
+            problem = f"messages.{index}: not a message the API accepts: {error}"
+            raise InvalidInputError(problem) from None
+    return result
+
+
+class Gateway:
+    """Runs client requests as turns; called in a worker thread per request."""
+
+    def __init__(self, store: Store, loops: Loops) -> None:
+        self.store = store
+        self.loops = loops
+        self.branches = Branches(store)
+
+    def serve(self, exchange: Exchange, caller: Caller) -> None:
+        """Answer ``exchange`` (in this worker thread); the answer always ends."""
+        try:
+            with serving(exchange):
+                self._turn(exchange, caller)
+        except ClientGoneError:
+            log.info("client disconnected; its upstream call was cancelled")
+        except HangoError as error:
+            self._refuse(exchange, error)
+        except Exception as error:
+            log.exception("gateway turn failed")
+            self._refuse(exchange, error)
+        finally:
+            anyio.from_thread.run_sync(exchange.end)
+
+    def _turn(self, exchange: Exchange, caller: Caller) -> None:
+        raw = exchange.raw
+        sent = raw.get("messages")
+        if not isinstance(sent, list) or not isinstance(raw.get("model"), str):
+            raise InvalidInputError("the body needs a model and a list of messages")
+        loop = self.loops.for_model(raw["model"])
+        base = fixed_part(raw)
+        placement = self.branches.place(caller_base(caller), sent)
+        new = parsed(placement.new, len(sent) - len(placement.new))
+        loop.store.ensure_session(placement.session_id, raw["model"])
+        assert loop.lease_policy is not None
+        with loop.leases.held(placement.session_id, loop.lease_policy) as lease:
+            placement = self._still_placed(caller, sent, placement)
+            ctx = loop.begin_turn(placement.session_id)
+            ctx.lease, ctx.base = lease, base
+            ctx.assembly = Assembly(system=base.system_blocks(), tools=base.tool_definitions())
+            self._answer(loop, ctx, placement, new)
+
+    def _still_placed(
+        self, caller: Caller, sent: list[JsonObject], placement: Placement
+    ) -> Placement:
+        """Under the lease, what the branch holds now (another process may have appended)."""
+        again = self.branches.place(caller_base(caller), sent)
+        if again.session_id != placement.session_id or len(again.new) != len(placement.new):
+            raise SessionBusyError(
+                f"session {placement.session_id} changed while this request waited for it; "
+                "send the request again",
+                session_id=placement.session_id,
+            )
+        return again
+
+    def _answer(
+        self, loop: AgentLoop, ctx: TurnContext, placement: Placement, new: list[Message]
+    ) -> None:
+        try:
+            for message, raw in zip(new, placement.new, strict=True):
+                loop.append(ctx, message)
+                self.branches.appended(placement.session_id, raw)
+            loop.call_model(ctx)
+        except BaseException as exc:
+            loop.end_turn(ctx, status="failed", error=type(exc).__name__)
+            raise
+        loop.end_turn(ctx)
+
+    def as_sent(self, raw: JsonObject, caller: Caller) -> JsonObject:
+        """``raw`` with the messages hango would send now: for ``count_tokens``.
+
+        After a compaction that is the summary message, the stored messages kept since and
+        the request's new messages; before one (or on a new branch), the request itself.
+        Nothing is stored or compacted by counting.
+        """
+        sent = raw.get("messages")
+        if not isinstance(sent, list):
+            return raw
+        placement = self.branches.place(caller_base(caller), sent)
+        if placement.diverged_from is not None or len(placement.new) == len(sent):
+            return raw
+        record = self.store.latest_state(placement.session_id).latest
+        if record is None:
+            return raw
+        known = self.branches.known(placement.session_id)
+        kept = known[record.kept_from_seq - 1 :]
+        head = head_message(record).to_api()
+        return {**raw, "messages": [head, *kept, *placement.new]}
+
+    def _refuse(self, exchange: Exchange, error: Exception) -> None:
+        status, kind = _status_of(error)
+        message = f"hango gateway: {error}"
+        if exchange.head_sent:
+            if exchange.streaming:
+                frame = {"type": "error", "error": {"type": kind, "message": message}}
+                anyio.from_thread.run_sync(exchange.put, encode("error", frame))
+            return
+        head = Head(status, [(b"content-type", b"application/json")])
+        anyio.from_thread.run_sync(exchange.put, head)
+        anyio.from_thread.run_sync(exchange.put, error_body(status, kind, message))
+
+
+def caller_base(caller: Caller) -> str:
+    return store_session_id(caller.tenant, caller.session)
+
+
+def _status_of(error: Exception) -> tuple[int, str]:
+    if isinstance(error, InvalidInputError | InvalidRequestError):
+        return 400, "invalid_request_error"
+    if isinstance(error, SessionBusyError):
+        return 429, "rate_limit_error"
+    status = getattr(error, "status", None)
+    if isinstance(status, int) and status == 400:
+        return 400, "invalid_request_error"
+    return 500, "api_error"

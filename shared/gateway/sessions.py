@@ -1,0 +1,119 @@
+"""The client re-sends its whole history on every call; the store gets only what is new.
+
+A client session maps to one or more *branches* in the store: ``gw-…`` (the first) and
+``gw-…-b2``, ``gw-…-b3``, … A request continues the first branch whose stored messages
+are a prefix of the request's messages (compared without ``cache_control``, which clients
+move from call to call), and only the suffix after that prefix is appended. When no
+branch is a prefix (the client edited or rewound its history, or compacted it itself), the
+request starts the next branch with its whole history: nothing stored is ever rewritten,
+and the divergence is logged with both branches and the first message that differs.
+
+What each branch holds is remembered as the client's JSON for the most recently used
+branches, topped up from the store (a message another process appended is read once).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import operator
+from dataclasses import dataclass, field
+
+from hango.core.identity import RecentlyUsed
+from hango.core.messages import JsonObject
+from hango.gateway.identity import without_cache_control
+from hango.store import Store
+
+log = logging.getLogger(__name__)
+
+BRANCHES_REMEMBERED = 256
+
+
+@dataclass
+class Placement:
+    """Where a request's history goes: the branch, and what must be appended to it."""
+
+    session_id: str
+    new: list[JsonObject]
+    # The branch this one diverged from, when the request starts a branch.
+    diverged_from: str | None = None
+    diverged_at: int | None = None
+
+
+@dataclass
+class _Known:
+    messages: list[JsonObject] = field(default_factory=list)
+
+
+def branch_id(base: str, number: int) -> str:
+    return base if number == 1 else f"{base}-b{number}"
+
+
+def common_prefix(known: list[JsonObject], sent: list[JsonObject]) -> int:
+    """How many leading messages agree, ``cache_control`` markers aside."""
+    length = min(len(known), len(sent))
+    start = 0
+    while start < length:
+        # Equal messages compare in C; only the few that differ are compared without markers.
+        same = sum(
+            1
+            for _ in itertools.takewhile(
+                bool, map(operator.eq, known[start:length], sent[start:length])
+            )
+        )
+        start += same
+        if start == length:
+            break
+        if without_cache_control(known[start]) != without_cache_control(sent[start]):
+            return start
+        start += 1
+    return length
+
+
+class Branches:
+    """Places requests on branches; remembers what each recent branch holds."""
+
+    def __init__(self, store: Store, remembered: int = BRANCHES_REMEMBERED) -> None:
+        self.store = store
+        self._known: RecentlyUsed[_Known] = RecentlyUsed(remembered)
+
+    def place(self, base: str, sent: list[JsonObject]) -> Placement:
+        """The branch ``sent`` continues, or the new branch it starts."""
+        longest: tuple[int, str] | None = None
+        for number in itertools.count(1):
+            session_id = branch_id(base, number)
+            if self.store.session(session_id) is None:
+                return self._new_branch(session_id, sent, longest)
+            known = self.known(session_id)
+            agreed = common_prefix(known, sent)
+            if agreed == len(known):
+                return Placement(session_id, sent[agreed:])
+            if longest is None or agreed > longest[0]:
+                longest = (agreed, session_id)
+        raise AssertionError("unreachable")
+
+    def _new_branch(
+        self, session_id: str, sent: list[JsonObject], longest: tuple[int, str] | None
+    ) -> Placement:
+        if longest is None:
+            return Placement(session_id, sent)
+        at, parent = longest
+        log.info(
+            "session %s diverged from %s at message %d (an edit, a rewind or the client's "
+            "own compaction): continuing as branch %s",
+            parent,
+            parent,
+            at,
+            session_id,
+        )
+        return Placement(session_id, sent, diverged_from=parent, diverged_at=at)
+
+    def known(self, session_id: str) -> list[JsonObject]:
+        """The branch's messages as JSON, brought up to date with the store."""
+        known = self._known.get(session_id, _Known).messages
+        stored = self.store.messages(session_id, from_seq=len(known) + 1)
+        known.extend(item.message.to_api() for item in stored)
+        return known
+
+    def appended(self, session_id: str, message: JsonObject) -> None:
+        self._known.get(session_id, _Known).messages.append(message)

@@ -1,0 +1,188 @@
+"""One client request's way upstream, and the channel its answer takes back.
+
+An :class:`Exchange` belongs to one client request. The turn runs in a worker thread
+(the pipeline is synchronous); when the chain reaches the provider, the thread hands the
+upstream call to the event loop (:meth:`Exchange.forward`), which sends it through the
+shared, pooled async client and passes the answer to the client as it arrives: the status
+and headers first, then each whole SSE event (or the JSON body). A 400 "prompt is too
+long" is held back: the thread raises the overflow and the loop's ladder compacts and
+retries before the client sees anything. A client that goes away cancels the upstream
+call.
+
+The client's credential headers are forwarded on its own upstream request and kept
+nowhere else: not in the store, not in a log line, not in a span, not in a task.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx2
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from hango.core.errors import ContextOverflowError, ProviderError
+from hango.core.messages import JsonObject, Request, Response
+from hango.gateway.sse import MessageBuilder, events
+from hango.providers.anthropic import bad_request_error
+
+# Request headers the API reads; everything else the client sent stays here.
+FORWARDED = ("x-api-key", "authorization", "user-agent", "x-app", "x-claude-code-session-id")
+FORWARDED_PREFIXES = ("anthropic-",)
+# Hop-by-hop headers and those the server sets itself: never copied onto the answer.
+_NOT_COPIED = frozenset(
+    {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding"}
+)
+
+
+def forwarded_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The client's headers the upstream API uses (credentials, version, betas).
+
+    The answer is asked for uncompressed: it is relayed as it comes, event by event.
+    """
+    kept = {
+        name: value
+        for name, value in headers.items()
+        if name in FORWARDED or name.startswith(FORWARDED_PREFIXES)
+    }
+    return {**kept, "accept-encoding": "identity"}
+
+
+def answer_header_map(headers: httpx2.Headers) -> dict[str, str]:
+    """The upstream answer's headers worth relaying (not hop-by-hop, not framing)."""
+    return {k: v for k, v in headers.items() if k.lower() not in _NOT_COPIED}
+
+
+def answer_headers(headers: httpx2.Headers) -> list[tuple[bytes, bytes]]:
+    return [
+        (k.encode("latin-1"), v.encode("latin-1"))
+        for k, v in headers.multi_items()
+        if k.lower() not in _NOT_COPIED
+    ]
+
+
+def error_body(status: int, kind: str, message: str) -> bytes:
+    """An error in the API's own format."""
+    return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+
+
+@dataclass(frozen=True)
+class Head:
+    status: int
+    headers: list[tuple[bytes, bytes]]
+
+
+# What travels to the client: the head once, then body chunks; ``None`` ends the answer.
+Item = Head | bytes | None
+
+
+class ClientGoneError(ProviderError):
+    """The client disconnected: the upstream call was cancelled, nothing more is sent."""
+
+
+@dataclass
+class Exchange:
+    """One client request: what to forward, and the channel back to the client."""
+
+    client: httpx2.AsyncClient
+    url: str
+    raw: JsonObject
+    headers: dict[str, str]
+    streaming: bool
+    head_sent: bool = False
+    gone: bool = False
+    _scope: anyio.CancelScope | None = None
+    _out: MemoryObjectSendStream[Item] = field(init=False)
+    answers: MemoryObjectReceiveStream[Item] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._out, self.answers = anyio.create_memory_object_stream[Item](math.inf)
+
+    # -- called on the event loop ----------------------------------------------------------
+
+    def disconnected(self) -> None:
+        """The client went away: cancel the upstream call in flight, forward nothing more."""
+        self.gone = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def put(self, item: Item) -> None:
+        if isinstance(item, Head):
+            self.head_sent = True
+        self._out.send_nowait(item)
+
+    async def forward(self, body: JsonObject) -> Response | ProviderError:
+        """Send ``body`` upstream and pass the answer on; the message for the loop, or why not."""
+        if self.gone:
+            return ClientGoneError("the client disconnected before the upstream call")
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            return await self._forward(body)
+        return ClientGoneError("the client disconnected; the upstream call was cancelled")
+
+    async def _forward(self, body: JsonObject) -> Response | ProviderError:
+        content = json.dumps(body).encode()
+        request = self.client.build_request("POST", self.url, content=content, headers=self.headers)
+        answer = await self.client.send(request, stream=True)
+        try:
+            if answer.status_code >= 400:
+                return await self._refused(answer)
+            self.put(Head(answer.status_code, answer_headers(answer.headers)))
+            if self.streaming:
+                return await self._relay_events(answer)
+            raw = await answer.aread()
+            self.put(raw)
+            return Response.model_validate_json(raw)
+        finally:
+            await answer.aclose()
+
+    async def _relay_events(self, answer: httpx2.Response) -> Response | ProviderError:
+        builder = MessageBuilder()
+        async for event in events(answer.aiter_raw()):
+            self.put(event.raw)
+            builder.add(event)
+        if builder.error is not None:
+            return ProviderError(f"upstream stream error: {builder.error.get('type', 'error')}")
+        response = builder.response()
+        if response is None:
+            return ProviderError("upstream stream carried no message")
+        return response
+
+    async def _refused(self, answer: httpx2.Response) -> ProviderError:
+        raw = await answer.aread()
+        problem = _refusal(answer.status_code, raw)
+        if not isinstance(problem, ContextOverflowError):
+            # The client gets the API's own answer, as if it had called directly.
+            self.put(Head(answer.status_code, answer_headers(answer.headers)))
+            self.put(raw)
+        return problem
+
+    def end(self) -> None:
+        self._out.send_nowait(None)
+
+
+def _refusal(status: int, raw: bytes) -> ProviderError:
+    text = _error_message(raw)
+    message = f"upstream {status}: {text}"
+    if status == 400:
+        return bad_request_error(text, message)
+    if status == 413:
+        return ContextOverflowError(message, status=status)
+    return ProviderError(message, status=status)
+
+
+def _error_message(raw: bytes) -> str:
+    try:
+        parsed: Any = json.loads(raw)
+        return str(parsed["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return raw[:200].decode("utf-8", "replace")
+
+
+def upstream_body(raw: JsonObject, request: Request) -> JsonObject:
+    """The client's body with the messages the pipeline built; every other field as sent."""
+    return {**raw, "messages": request.api_body()["messages"]}
