@@ -112,21 +112,23 @@ class MessagesEndpoint:
 
 async def _relay(exchange: Exchange, send: Send) -> None:
     started = False
-    async for item in exchange.answers:
-        if item is None:
-            break
-        try:
-            if isinstance(item, Head):
-                started = True
-                await send(
-                    {"type": "http.response.start", "status": item.status, "headers": item.headers}
-                )
-            else:
-                await send({"type": "http.response.body", "body": item, "more_body": True})
-        except OSError:
-            exchange.disconnected()
+    async with exchange.answers:
+        async for item in exchange.answers:
+            await _send_item(exchange, send, item)
+            started = started or isinstance(item, Head)
     if started:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _send_item(exchange: Exchange, send: Send, item: Head | bytes) -> None:
+    try:
+        if isinstance(item, Head):
+            start = {"status": item.status, "headers": item.headers}
+            await send({"type": "http.response.start", **start})
+        elif not exchange.gone:
+            await send({"type": "http.response.body", "body": item, "more_body": True})
+    except OSError:
+        exchange.disconnected()
 
 
 async def _watch_disconnect(receive: Receive, exchange: Exchange) -> None:

@@ -76,8 +76,8 @@ class Head:
     headers: list[tuple[bytes, bytes]]
 
 
-# What travels to the client: the head once, then body chunks; ``None`` ends the answer.
-Item = Head | bytes | None
+# What travels to the client: the head once, then body chunks; closing the channel ends it.
+Item = Head | bytes
 
 
 class ClientGoneError(ProviderError):
@@ -162,7 +162,7 @@ class Exchange:
         return problem
 
     def end(self) -> None:
-        self._out.send_nowait(None)
+        self._out.close()
 
 
 def _refusal(status: int, raw: bytes) -> ProviderError:
