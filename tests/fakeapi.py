@@ -215,6 +215,8 @@ class FakeAnthropicAPI:
     event_delay: float = 0.0
     # Streams whose reader disconnected before the last event.
     streams_cut: int = 0
+    # The events of every streamed answer, as the bytes sent.
+    streamed: list[list[bytes]] = field(default_factory=list)
     responder: Callable[[Body], Body] = field(default=lambda body: text_reply("ok"))
     # Another tokenizer: the prompt's size for both endpoints and the window, with usage
     # reporting it all as uncached input. ``None``: ``count_input_tokens`` and the cache.
@@ -588,7 +590,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("cache-control", "no-cache")
             self.send_header("request-id", request_id)
             self.end_headers()  # HTTP/1.0: the body ends when the connection closes
-            for event in sse_bytes(stream_events(message)):
+            events = sse_bytes(stream_events(message))
+            fake.streamed.append(events)
+            for event in events:
                 self.wfile.write(event)
                 self.wfile.flush()
                 fake._stopping.wait(fake.event_delay)
