@@ -18,6 +18,7 @@ from hango.core.settings import Settings
 from hango.gateway.provider import GatewayProvider
 from hango.gateway.service import Gateway, Loops
 from hango.providers.anthropic import AnthropicProvider
+from hango.telemetry.names import Telemetry
 from hango.wiring.agent import build_agent, open_store
 from hango.wiring.history import history_from_settings
 
@@ -43,7 +44,9 @@ def gateway_settings(settings: Settings, options: GatewayOptions) -> Settings:
     return settings.model_copy(update={"context_trigger_frac": options.trigger_frac})
 
 
-def build_gateway(settings: Settings, options: GatewayOptions) -> Gateway:
+def build_gateway(
+    settings: Settings, options: GatewayOptions, telemetry: Telemetry | None = None
+) -> Gateway:
     store = open_store(settings)
     history = history_from_settings(settings, engine=store.engine)
     provider = GatewayProvider()
@@ -57,6 +60,7 @@ def build_gateway(settings: Settings, options: GatewayOptions) -> Gateway:
             history=history,
             summarizer_provider=operator,
             summarizer=ExtractiveSummarizer() if operator is None else None,
+            telemetry=telemetry,
         )
         return agent.loop
 

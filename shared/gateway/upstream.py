@@ -154,19 +154,29 @@ class Exchange:
 
     async def _refused(self, answer: httpx2.Response) -> ProviderError:
         raw = await answer.aread()
-        problem = _refusal(answer.status_code, raw)
+        problem = _refusal(answer.status_code, raw, self._credentials())
         if not isinstance(problem, ContextOverflowError):
             # The client gets the API's own answer, as if it had called directly.
             self.put(Head(answer.status_code, answer_headers(answer.headers)))
             self.put(raw)
         return problem
 
+    def _credentials(self) -> list[str]:
+        """The client's secrets, to scrub from anything the gateway itself keeps or logs."""
+        values = [self.headers.get("x-api-key", ""), self.headers.get("authorization", "")]
+        values += [v.partition(" ")[2] for v in values if " " in v]
+        return [v for v in values if v]
+
     def end(self) -> None:
         self._out.close()
 
 
-def _refusal(status: int, raw: bytes) -> ProviderError:
+def _refusal(status: int, raw: bytes, secrets: list[str]) -> ProviderError:
+    # The client gets upstream's answer as it is; the error the gateway keeps (the turn's
+    # record, a log line, a span) never quotes a credential, even one upstream echoed.
     text = _error_message(raw)
+    for secret in secrets:
+        text = text.replace(secret, "[redacted]")
     message = f"upstream {status}: {text}"
     if status == 400:
         return bad_request_error(text, message)
