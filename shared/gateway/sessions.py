@@ -2,8 +2,9 @@
 
 A client session maps to one or more *branches* in the store: ``gw-…`` (the first) and
 ``gw-…-b2``, ``gw-…-b3``, … A request continues the first branch whose stored messages
-are a prefix of the request's messages (compared without ``cache_control``, which clients
-move from call to call), and only the suffix after that prefix is appended. When no
+are a prefix of the request's messages (compared as :func:`comparable` says: role and
+content, without the ``cache_control`` markers clients move from call to call), and only
+the suffix after that prefix is appended; the prefix goes upstream as stored. When no
 branch is a prefix (the client edited or rewound its history, or compacted it itself), the
 request starts the next branch with its whole history: nothing stored is ever rewritten,
 and the divergence is logged with both branches and the first message that differs.
@@ -64,10 +65,24 @@ def common_prefix(known: list[JsonObject], sent: list[JsonObject]) -> int:
         start += same
         if start == length:
             break
-        if without_cache_control(known[start]) != without_cache_control(sent[start]):
+        if comparable(known[start]) != comparable(sent[start]):
             return start
         start += 1
     return length
+
+
+def comparable(message: JsonObject) -> JsonObject:
+    """What makes two messages the same message, whatever the client's serialization.
+
+    Its role and content; a string content is the one text block it stands for, and
+    ``cache_control`` markers are left out. Claude Code sends its mid-conversation system
+    message first as a list of blocks, then as a string with an ``output_config`` beside
+    it: the same message, kept (and sent on) as it was first stored.
+    """
+    content = message.get("content")
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    return {"role": message.get("role"), "content": without_cache_control(content)}
 
 
 class Branches:
