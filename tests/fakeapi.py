@@ -217,6 +217,8 @@ class FakeAnthropicAPI:
     streams_cut: int = 0
     # The events of every streamed answer, as the bytes sent.
     streamed: list[list[bytes]] = field(default_factory=list)
+    # The usage of every message answered, in order.
+    usages: list[Body] = field(default_factory=list)
     responder: Callable[[Body], Body] = field(default=lambda body: text_reply("ok"))
     # Another tokenizer: the prompt's size for both endpoints and the window, with usage
     # reporting it all as uncached input. ``None``: ``count_input_tokens`` and the cache.
@@ -354,6 +356,7 @@ class FakeAnthropicAPI:
         scripted = reply(body) if callable(reply) else reply
         with self._lock:
             usage = self.cache.usage(body) if self.tokenizer is None else {"input_tokens": total}
+            self.usages.append(usage)
         return 200, self._message(body, scripted, usage)
 
     def _prompt_tokens(self, body: Body) -> int:

@@ -1,0 +1,238 @@
+"""``hango serve`` against going direct, to the same loopback upstream, streaming.
+
+The upstream is ``tests.fakeapi.FakeAnthropicAPI`` with a constant tokenizer (so its own
+work per request is parsing the body and checking the pairing, the same for both paths)
+and the window of a real model; the gateway runs in this process (uvicorn in a thread,
+SQLite in a scratch directory, ``--max-input-tokens`` large enough that nothing is
+compacted). One pooled HTTP client sends the same streamed request both ways.
+
+- **steady call** at 400 / 2,000 / 10,000-message histories (``synthetic_history`` of
+  ``bench_call_peers``): the session already stored (the first call, which stores the
+  history, is timed apart as ``first``); each round appends a tool round to the client's
+  history and sends it through the gateway and directly, interleaved. Time to the first
+  byte of the answer and to its end, medians, and the added time (gateway - direct).
+- **concurrent**: 50 clients at once, each its own session, 5 streamed calls each through
+  the gateway: errors, and time to first byte p50 / p95 beside the same load direct.
+- **memory**: the process's resident set before and after 20 sessions of 400 messages
+  were served, per session.
+- **cache read share**: a 30-round tool session with Claude Code's markers (system and
+  newest message), directly and through the gateway, each on a fresh upstream whose
+  prompt-cache simulator reports the usage: cache reads over all input tokens.
+
+Run: ``python -m bench.bench_gateway [--sizes 400 2000 10000] [--repeats 9] [--json PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from bench.bench_call_peers import synthetic_history
+from tests.fakeapi import FakeAnthropicAPI, text_reply
+from tests.gateway_support import running_gateway, tool_output
+
+MODEL = "claude-sonnet-4-5"
+HUGE_WINDOW = 1_000_000_000
+Json = dict[str, Any]
+
+
+def streamed(client: httpx2.Client, url: str, body: Json, session: str) -> tuple[float, float]:
+    """Seconds to the first byte of the answer and to its end."""
+    headers = {"x-api-key": "sk-ant-bench", "x-hango-session": session}
+    started = time.perf_counter()
+    with client.stream("POST", f"{url}/v1/messages", json=body, headers=headers) as answer:
+        chunks = answer.iter_raw()
+        next(chunks)
+        first = time.perf_counter() - started
+        for _ in chunks:
+            pass
+        if answer.status_code != 200:
+            raise RuntimeError(f"status {answer.status_code}")
+    return first, time.perf_counter() - started
+
+
+def body_of(history: list[Json]) -> Json:
+    return {"model": MODEL, "max_tokens": 100, "stream": True, "messages": history}
+
+
+def tool_round(history: list[Json], n: int) -> None:
+    call = {"type": "tool_use", "id": f"toolu_bench_{n}", "name": "Bash", "input": {"n": n}}
+    history.append({"role": "assistant", "content": [call]})
+    result = {"type": "tool_result", "tool_use_id": f"toolu_bench_{n}", "content": f"ok {n}"}
+    history.append({"role": "user", "content": [result]})
+
+
+def steady(client: httpx2.Client, gateway: str, direct: str, size: int, repeats: int) -> Json:
+    history = synthetic_history(size)
+    session = f"steady-{size}"
+    first = streamed(client, gateway, body_of(history), session)
+    rows: list[tuple[float, float, float, float]] = []
+    for n in range(repeats):
+        tool_round(history, n)
+        body = body_of(history)
+        via = streamed(client, gateway, body, session)
+        alone = streamed(client, direct, body, session)
+        rows.append((*via, *alone))
+    med = [statistics.median(column) * 1000 for column in zip(*rows, strict=True)]
+    return {
+        "messages": len(history),
+        "first_call_ms": round(first[1] * 1000, 1),
+        "ttfb_gateway_ms": round(med[0], 2),
+        "ttfb_direct_ms": round(med[2], 2),
+        "ttfb_added_ms": round(med[0] - med[2], 2),
+        "total_gateway_ms": round(med[1], 2),
+        "total_direct_ms": round(med[3], 2),
+        "total_added_ms": round(med[1] - med[3], 2),
+    }
+
+
+def concurrent(url: str, clients: int = 50, calls: int = 5) -> Json:
+    errors: list[str] = []
+    firsts: list[float] = []
+    lock = threading.Lock()
+
+    def one_client(index: int) -> None:
+        history = synthetic_history(40, seed=index)
+        with httpx2.Client(timeout=120) as client:
+            for n in range(calls):
+                tool_round(history, n)
+                try:
+                    first, _ = streamed(client, url, body_of(history), f"load-{index}")
+                except Exception as error:
+                    with lock:
+                        errors.append(f"{type(error).__name__}: {error}")
+                    continue
+                with lock:
+                    firsts.append(first)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(one_client, range(clients)))
+    quantiles = statistics.quantiles(firsts, n=20) if len(firsts) > 1 else [0.0] * 19
+    return {
+        "clients": clients,
+        "calls": clients * calls,
+        "errors": len(errors),
+        "first_error": errors[0] if errors else None,
+        "ttfb_p50_ms": round(statistics.median(firsts) * 1000, 1) if firsts else None,
+        "ttfb_p95_ms": round(quantiles[18] * 1000, 1),
+        "wall_s": round(time.perf_counter() - started, 2),
+    }
+
+
+def resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def memory_per_session(client: httpx2.Client, url: str, sessions: int = 20) -> Json:
+    histories = [synthetic_history(400, seed=100 + i) for i in range(sessions)]
+    gc.collect()
+    before = resident_bytes()
+    for index, history in enumerate(histories):
+        streamed(client, url, body_of(history), f"memory-{index}")
+    gc.collect()
+    grown = resident_bytes() - before
+    return {
+        "sessions": sessions,
+        "messages_each": 401,
+        "mib_per_session": round(grown / sessions / 2**20, 2),
+    }
+
+
+def cache_share(send: Callable[[str, Json], None], upstream: FakeAnthropicAPI) -> float:
+    system = [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=1; cch=00;"},
+        {"type": "text", "text": "You run tools. " * 400, "cache_control": {"type": "ephemeral"}},
+    ]
+    history: list[Json] = [{"role": "user", "content": "begin"}]
+    for n in range(30):
+        marked = [dict(m) for m in history]
+        last = marked[-1]
+        content = last["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
+        marked[-1] = {**last, "content": blocks}
+        send(MODEL, {"model": MODEL, "max_tokens": 100, "system": system, "messages": marked})
+        tool_round(history, n)
+        history[-1]["content"][0]["content"] = tool_output(n, 1500)
+    usage = upstream.usages
+    read = sum(u["cache_read_input_tokens"] for u in usage)
+    total = sum(
+        u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] + u["input_tokens"]
+        for u in usage
+    )
+    return read / total
+
+
+def cache_shares(home: Path) -> Json:
+    shares = {}
+    for name in ("direct", "gateway"):
+        with (
+            FakeAnthropicAPI(responder=lambda body: text_reply("ok")) as upstream,
+            running_gateway(upstream.base_url, home / name, max_input_tokens=HUGE_WINDOW) as gw,
+            httpx2.Client(timeout=60) as client,
+        ):
+            url = gw.url if name == "gateway" else upstream.base_url
+
+            def send(
+                model: str, body: Json, url: str = url, client: httpx2.Client = client
+            ) -> None:
+                headers = {"x-api-key": "sk-ant-bench", "x-hango-session": "cache"}
+                client.post(f"{url}/v1/messages", json=body, headers=headers).raise_for_status()
+
+            shares[name] = round(cache_share(send, upstream), 4)
+    return {**shares, "difference": round(shares["gateway"] - shares["direct"], 4)}
+
+
+def run(sizes: list[int], repeats: int) -> Json:
+    results: Json = {"steady": [], "cpu_count": os.cpu_count(), "load": os.getloadavg()[0]}
+    with tempfile.TemporaryDirectory() as scratch:
+        home = Path(scratch)
+        upstream = FakeAnthropicAPI(window=HUGE_WINDOW, tokenizer=lambda body: 1000).start()
+        try:
+            with (
+                running_gateway(upstream.base_url, home / "gw", max_input_tokens=HUGE_WINDOW) as gw,
+                httpx2.Client(timeout=600) as client,
+            ):
+                for size in sizes:
+                    results["steady"].append(
+                        steady(client, gw.url, upstream.base_url, size, repeats)
+                    )
+                    print(json.dumps(results["steady"][-1]), flush=True)
+                results["concurrent_gateway"] = concurrent(gw.url)
+                results["concurrent_direct"] = concurrent(upstream.base_url)
+                print(json.dumps(results["concurrent_gateway"]), flush=True)
+                results["memory"] = memory_per_session(client, gw.url)
+        finally:
+            upstream.stop()
+        results["cache_read_share"] = cache_shares(home)
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[400, 2000, 10000])
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    results = run(args.sizes, args.repeats)
+    print(json.dumps(results, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
