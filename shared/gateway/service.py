@@ -147,6 +147,8 @@ class Gateway:
         self, caller: Caller, sent: list[JsonObject], placement: Placement
     ) -> Placement:
         """Under the lease, what the branch holds now (another process may have appended)."""
+        if self.branches.still_holds(placement):
+            return placement
         again = self.branches.place(caller_base(caller), sent)
         if again.session_id != placement.session_id or len(again.new) != len(placement.new):
             raise SessionBusyError(

@@ -36,6 +36,8 @@ class Placement:
 
     session_id: str
     new: list[JsonObject]
+    # How many messages the branch held when the request was placed on it.
+    held: int = 0
     # The branch this one diverged from, when the request starts a branch.
     diverged_from: str | None = None
     diverged_at: int | None = None
@@ -102,7 +104,7 @@ class Branches:
             known = self.known(session_id)
             agreed = common_prefix(known, sent)
             if agreed == len(known):
-                return Placement(session_id, sent[agreed:])
+                return Placement(session_id, sent[agreed:], held=agreed)
             if longest is None or agreed > longest[0]:
                 longest = (agreed, session_id)
         raise AssertionError("unreachable")
@@ -122,6 +124,11 @@ class Branches:
             session_id,
         )
         return Placement(session_id, sent, diverged_from=parent, diverged_at=at)
+
+    def still_holds(self, placement: Placement) -> bool:
+        """Whether the branch holds what it held when ``placement`` was made (nobody else
+        appended since): one query for what is newer, no comparison."""
+        return len(self.known(placement.session_id)) == placement.held
 
     def known(self, session_id: str) -> list[JsonObject]:
         """The branch's messages as JSON, brought up to date with the store."""

@@ -26,7 +26,8 @@ import httpx2
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from hango.core.errors import ContextOverflowError, ProviderError
-from hango.core.messages import JsonObject, Request, Response
+from hango.core.identity import IdentityCache
+from hango.core.messages import JsonObject, Message, Request, Response, api_form
 from hango.gateway.sse import MessageBuilder, events
 from hango.providers.anthropic import bad_request_error
 
@@ -115,7 +116,7 @@ class Exchange:
             self.head_sent = True
         self._out.send_nowait(item)
 
-    async def forward(self, body: JsonObject) -> Response | ProviderError:
+    async def forward(self, body: bytes) -> Response | ProviderError:
         """Send ``body`` upstream and pass the answer on; the message for the loop, or why not."""
         if self.gone:
             return ClientGoneError("the client disconnected before the upstream call")
@@ -124,9 +125,8 @@ class Exchange:
             return await self._forward(body)
         return ClientGoneError("the client disconnected; the upstream call was cancelled")
 
-    async def _forward(self, body: JsonObject) -> Response | ProviderError:
-        content = json.dumps(body).encode()
-        request = self.client.build_request("POST", self.url, content=content, headers=self.headers)
+    async def _forward(self, body: bytes) -> Response | ProviderError:
+        request = self.client.build_request("POST", self.url, content=body, headers=self.headers)
         answer = await self.client.send(request, stream=True)
         try:
             if answer.status_code >= 400:
@@ -193,6 +193,22 @@ def _error_message(raw: bytes) -> str:
         return raw[:200].decode("utf-8", "replace")
 
 
-def upstream_body(raw: JsonObject, request: Request) -> JsonObject:
-    """The client's body with the messages the pipeline built; every other field as sent."""
-    return {**raw, "messages": request.api_body()["messages"]}
+# Each message's JSON text, made once per message object: a session's request repeats
+# every stored message on every call, and encoding them all again would cost the history.
+_ENCODED: IdentityCache[Message, str] = IdentityCache()
+
+
+def _encoded(message: Message) -> str:
+    return _ENCODED.get(message, lambda m: json.dumps(api_form(m)))
+
+
+def upstream_body(raw: JsonObject, request: Request) -> bytes:
+    """The client's body with the messages the pipeline built; every other field as sent.
+
+    The fields keep the client's order and the messages come last (the order of an
+    object's keys means nothing to the API).
+    """
+    rest = json.dumps({key: value for key, value in raw.items() if key != "messages"})
+    messages = ",".join(map(_encoded, request.messages))
+    opening = rest[:-1] + ", " if len(rest) > 2 else "{"
+    return f'{opening}"messages": [{messages}]}}'.encode()
