@@ -1,11 +1,12 @@
 """Server-sent events of the Messages API, as whole events.
 
 The upstream stream is cut into events at blank lines (the SSE framing), each event kept
-as the exact bytes upstream sent, so the gateway re-emits the very same sequence, event
-for event, and never a partial one (a proxy that flushes at byte offsets interleaves or
-truncates events). :class:`MessageBuilder` folds the events into the ``message`` object a
-non-streaming call would have returned: the loop stores nothing from it (the client
-sends the reply back with its next request) but reads its usage and stop reason.
+as the bytes upstream sent (line ends as ``\n``), so the gateway re-emits the very same
+sequence, event for event, and never a partial one (a proxy that flushes at byte
+offsets interleaves or truncates events). :class:`MessageBuilder` folds the events into
+the ``message`` object a non-streaming call would have returned: the loop stores nothing
+from it (the client sends the reply back with its next request) but reads its usage and
+stop reason.
 """
 
 from __future__ import annotations
@@ -49,12 +50,16 @@ def parse_event(raw: bytes) -> Event:
 async def events(chunks: AsyncIterator[bytes]) -> AsyncIterator[Event]:
     """The whole events in a byte stream, each as soon as its blank line arrives."""
     buffer = b""
+    carried = b""  # a "\r" that ended a chunk: its "\n" may start the next one
     async for chunk in chunks:
-        buffer += chunk.replace(b"\r\n", b"\n")
+        data = carried + chunk
+        carried = b"\r" if data.endswith(b"\r") else b""
+        buffer += data[: len(data) - len(carried)].replace(b"\r\n", b"\n")
         while (end := buffer.find(b"\n\n")) >= 0:
             raw, buffer = buffer[: end + 2], buffer[end + 2 :]
             if raw.strip():
                 yield parse_event(raw)
+    buffer += carried
     if buffer.strip():
         # A stream cut mid-event: the part is still one event for the client to judge.
         yield parse_event(buffer + b"\n\n")
