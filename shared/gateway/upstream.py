@@ -138,7 +138,9 @@ class Exchange:
             self.put(raw)
             return Response.model_validate_json(raw)
         finally:
-            await answer.aclose()
+            # Shielded: a cancelled call (the client went away) still closes its connection.
+            with anyio.CancelScope(shield=True):
+                await answer.aclose()
 
     async def _relay_events(self, answer: httpx2.Response) -> Response | ProviderError:
         builder = MessageBuilder()

@@ -30,8 +30,8 @@ def test_a_long_tool_session_is_compacted_and_every_request_fits(tmp_path: Path)
     with (
         FakeAnthropicAPI(window=WINDOW, responder=tool_round_responder(ROUNDS)) as upstream,
         running_gateway(upstream.base_url, tmp_path, max_input_tokens=WINDOW) as gateway,
+        anthropic.Anthropic(api_key="sk-ant-long", base_url=gateway.url, max_retries=0) as client,
     ):
-        client = anthropic.Anthropic(api_key="sk-ant-long", base_url=gateway.url, max_retries=0)
         history: list[Any] = [{"role": "user", "content": "run every step"}]
         for n in range(1, ROUNDS + 2):
             reply = client.messages.create(

@@ -29,15 +29,16 @@ def client(gateway: RunningGateway) -> anthropic.Anthropic:
 
 
 def create(gateway: RunningGateway, messages: list[Any], **fields: Any) -> Any:
-    return client(gateway).messages.create(
-        model="claude-sonnet-4-5",
-        max_tokens=1000,
-        system=SYSTEM,  # type: ignore[arg-type]
-        messages=messages,
-        extra_headers={"anthropic-beta": BETA, "X-Hango-Session": "py-1"},
-        extra_body=UNMANAGED,
-        **fields,
-    )
+    with client(gateway) as sdk:
+        return sdk.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=1000,
+            system=SYSTEM,  # type: ignore[arg-type]
+            messages=messages,
+            extra_headers={"anthropic-beta": BETA, "X-Hango-Session": "py-1"},
+            extra_body=UNMANAGED,
+            **fields,
+        )
 
 
 def test_sync_create_is_answered_as_upstream_answered(
@@ -92,11 +93,14 @@ def test_messages_stream_gives_the_text_and_final_message(
     gateway: RunningGateway, upstream: FakeAnthropicAPI
 ) -> None:
     upstream.push(text_reply("streamed answer, in two deltas"))
-    with client(gateway).messages.stream(
-        model="claude-sonnet-4-5",
-        max_tokens=100,
-        messages=[{"role": "user", "content": "stream please"}],
-    ) as stream:
+    with (
+        client(gateway) as sdk,
+        sdk.messages.stream(
+            model="claude-sonnet-4-5",
+            max_tokens=100,
+            messages=[{"role": "user", "content": "stream please"}],
+        ) as stream,
+    ):
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
     assert text == "streamed answer, in two deltas"
