@@ -135,6 +135,10 @@ class Gateway:
         placement = self.branches.place(caller_base(caller), sent)
         new = parsed(placement.new, len(sent) - len(placement.new))
         loop.store.ensure_session(placement.session_id, raw["model"])
+        if placement.diverged_from is not None and placement.diverged_at is not None:
+            loop.store.record_branch(
+                placement.session_id, placement.diverged_from, placement.diverged_at
+            )
         assert loop.lease_policy is not None
         with loop.leases.held(placement.session_id, loop.lease_policy) as lease:
             placement = self._still_placed(caller, sent, placement)

@@ -34,7 +34,7 @@ from hango.core.ids import validate_session_id
 from hango.core.messages import Message, StoredMessage
 from hango.cost.meter import UsageTotals
 from hango.store.leases import TurnLease, check_fence
-from hango.store.tables import conflict_insert, messages, runs, sessions
+from hango.store.tables import conflict_insert, messages, runs, session_branches, sessions
 
 RUN_STATUSES = frozenset({"running", "completed", "failed"})
 FINISHED_STATUSES = frozenset({"completed", "failed"})
@@ -177,6 +177,30 @@ class Store:
                 index_elements=["id"]
             )
             conn.execute(statement, {"id": session_id, "model": model, "created_at": _now()})
+
+    @once_more_on_disconnect
+    def record_branch(self, session_id: str, parent_id: str, diverged_at: int) -> None:
+        """Note that ``session_id`` continues ``parent_id`` from message ``diverged_at`` on
+        (written once: a second call for the same branch leaves the first record)."""
+        with self.engine.begin() as conn:
+            statement = conflict_insert(conn.dialect.name, session_branches)
+            row = {
+                "session_id": session_id,
+                "parent_id": parent_id,
+                "diverged_at": diverged_at,
+                "created_at": _now(),
+            }
+            conn.execute(statement.on_conflict_do_nothing(index_elements=["session_id"]), row)
+
+    @once_more_on_disconnect
+    def branch_of(self, session_id: str) -> tuple[str, int] | None:
+        """The session ``session_id`` branched from and where, or ``None``."""
+        query = select(session_branches.c.parent_id, session_branches.c.diverged_at).where(
+            session_branches.c.session_id == session_id
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else (row.parent_id, row.diverged_at)
 
     @once_more_on_disconnect
     def session(self, session_id: str) -> SessionInfo | None:

@@ -97,6 +97,18 @@ session_leases = Table(
     Column("expires_at", Float, nullable=False),
 )
 
+# A session that continues another one from where their histories diverged (the gateway's
+# branches: a client edited, rewound or compacted its history). Written once, never updated.
+session_branches = Table(
+    "session_branches",
+    metadata,
+    Column("session_id", Text, ForeignKey("sessions.id"), primary_key=True),
+    Column("parent_id", Text, ForeignKey("sessions.id"), nullable=False),
+    # The first message (0-based, as the client sent its history) that differs.
+    Column("diverged_at", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
 history_files = Table(
     "history_files",
     metadata,

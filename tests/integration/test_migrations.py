@@ -47,6 +47,10 @@ def test_command_line_uses_hango_database_url(fresh_pg_url: str) -> None:
         assert set(inspect(engine).get_table_names()) == {*metadata.tables, "alembic_version"}
 
         alembic_cli(fresh_pg_url, "downgrade", "-1")
+        assert "session_branches" not in inspect(engine).get_table_names()
+        assert current_revision(engine) == "0006_message_estimates"
+
+        alembic_cli(fresh_pg_url, "downgrade", "-1")
         assert "estimated_tokens" not in columns(engine, "messages")
         assert current_revision(engine) == "0005_session_cache_usage"
 

@@ -70,6 +70,9 @@ def test_a_rewound_history_continues_as_a_new_branch_and_nothing_is_rewritten(
     assert sessions[original] == first  # untouched
     assert sessions[branch] == edited
     assert branch == f"{original}-b2"
+    # The branch says where it comes from: the session and the first message that differs.
+    assert gateway.gateway.store.branch_of(branch) == (original, 2)
+    assert gateway.gateway.store.branch_of(original) is None
     # Going on from the original history continues the original branch.
     longer = [*first, *conversation("x", "answer", "step 2")[1:]]
     assert post(gateway, KEY_A, longer).status_code == 200

@@ -399,7 +399,7 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-HEAD_REVISION = "0006_message_estimates"
+HEAD_REVISION = "0007_session_branches"
 CORE_COLUMNS = ("id", "model", "created_at")
 COUNTER_COLUMNS = ("last_input_tokens", "compactions")  # 0003
 USAGE_COLUMNS = (  # 0005
@@ -531,7 +531,7 @@ class MigrationsContract:
             messages_before = [row[:-2] for row in table_rows(store.engine, "messages", "seq")]
             store.engine.dispose()
 
-            run_alembic(empty_url, "downgrade", "-1")
+            run_alembic(empty_url, "downgrade", "0005_session_cache_usage")  # under 0006
 
             assert current_revision(store.engine) == "0005_session_cache_usage"
             assert "estimated_tokens" not in columns(store.engine, "messages")
@@ -544,6 +544,32 @@ class MigrationsContract:
             assert columns(store.engine, "messages")[-2:] == ["estimated_tokens", "estimator"]
             assert store.message_estimates("s1", "e/1") == {}  # a cache: gone, not wrong
             assert [m.seq for m in store.messages("s1")] == [1, 2, 3, 4]
+        finally:
+            store.engine.dispose()
+
+    def test_downgrade_one_drops_exactly_the_session_branches(self, empty_url: str) -> None:
+        store = Store.from_url(empty_url)
+        try:
+            store.migrate()
+            seed(store)
+            store.ensure_session("s1-b2", "m")
+            store.record_branch("s1-b2", "s1", 3)
+            store.record_branch("s1-b2", "s1", 9)  # written once: the first record stays
+            assert store.branch_of("s1-b2") == ("s1", 3)
+            kept = ("sessions", "messages", "runs", "history_files", "history_sections")
+            before = {name: table_rows(store.engine, name, "1") for name in kept}
+            store.engine.dispose()
+
+            run_alembic(empty_url, "downgrade", "-1")
+
+            assert current_revision(store.engine) == "0006_message_estimates"
+            assert "session_branches" not in inspect(store.engine).get_table_names()
+            assert {name: table_rows(store.engine, name, "1") for name in kept} == before
+            store.engine.dispose()
+
+            run_alembic(empty_url, "upgrade", "head")
+
+            assert store.branch_of("s1-b2") is None  # the record went with its table
         finally:
             store.engine.dispose()
 
