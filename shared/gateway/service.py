@@ -86,7 +86,11 @@ class Loops:
 
 def fixed_part(raw: JsonObject) -> Request:
     """The client's request without its messages, as the pipeline measures it."""
-    return Request.model_validate({**raw, "messages": ()})
+    try:
+        return Request.model_validate({**raw, "messages": ()})
+    except ValidationError as error:
+        problem = f"not a Messages API request: {error}"
+        raise InvalidInputError(problem) from None
 
 
 def parsed(messages: list[JsonObject], first_index: int) -> list[Message]:
@@ -130,6 +134,9 @@ class Gateway:
         sent = raw.get("messages")
         if not isinstance(sent, list) or not isinstance(raw.get("model"), str):
             raise InvalidInputError("the body needs a model and a list of messages")
+        odd = next((i for i, m in enumerate(sent) if not isinstance(m, dict)), None)
+        if odd is not None:
+            raise InvalidInputError(f"messages.{odd}: a message is an object")
         loop = self.loops.for_model(raw["model"])
         base = fixed_part(raw)
         placement = self.branches.place(caller_base(caller), sent)

@@ -139,3 +139,23 @@ def _sessions(gateway: RunningGateway) -> list[str]:
 
     with gateway.gateway.store.engine.connect() as conn:
         return [row[0] for row in conn.execute(text("SELECT id FROM sessions"))]
+
+
+def test_a_malformed_body_is_a_400_naming_the_field_and_stores_nothing(
+    gateway: RunningGateway, upstream: FakeAnthropicAPI
+) -> None:
+    import httpx2
+
+    headers = {"x-api-key": CLIENT_KEY}
+    no_tokens = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    bad_message = {"model": "m", "max_tokens": 5, "messages": [{"role": "user"}]}
+    for body, named in ((no_tokens, "max_tokens"), (bad_message, "messages.0")):
+        answer = httpx2.post(f"{gateway.url}/v1/messages", json=body, headers=headers)
+        assert answer.status_code == 400
+        assert answer.json()["error"]["type"] == "invalid_request_error"
+        assert named in answer.json()["error"]["message"]
+    assert upstream.requests == []
+    with gateway.gateway.store.engine.connect() as conn:
+        from sqlalchemy import text
+
+        assert conn.execute(text("SELECT count(*) FROM messages")).scalar() == 0
