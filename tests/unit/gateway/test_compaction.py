@@ -79,3 +79,43 @@ def test_a_long_tool_session_is_compacted_and_every_request_fits(tmp_path: Path)
             )
         assert compactions >= 2
         assert stored == len(history)  # the whole history, each message once
+
+
+def test_summaries_are_paid_with_the_operators_key_never_the_clients(tmp_path: Path) -> None:
+    operator, customer = "sk-ant-operator-0042", "sk-ant-customer-0099"
+    with (
+        FakeAnthropicAPI(window=WINDOW, responder=tool_round_responder(12)) as upstream,
+        running_gateway(
+            upstream.base_url, tmp_path, max_input_tokens=WINDOW, operator_key=operator
+        ) as gateway,
+        anthropic.Anthropic(api_key=customer, base_url=gateway.url, max_retries=0) as client,
+    ):
+        history: list[Any] = [{"role": "user", "content": "run every step"}]
+        for n in range(1, 13):
+            reply = client.messages.create(
+                model="claude-sonnet-4-5", max_tokens=2000, tools=TOOLS,  # type: ignore[arg-type]
+                messages=history, extra_headers={"x-hango-session": "paid"},
+            )  # fmt: skip
+            history.append(
+                {
+                    "role": "assistant",
+                    "content": [b.model_dump(exclude_none=True) for b in reply.content],
+                }
+            )
+            result = {
+                "type": "tool_result",
+                "tool_use_id": f"toolu_{n:03d}",
+                "content": tool_output(n, 3600),
+            }
+            history.append({"role": "user", "content": [result]})
+        calls = upstream.message_requests()
+
+    def credential(r: Any) -> str:
+        return str(r.headers.get("x-api-key") or r.headers.get("authorization"))
+
+    paid_by_client = [r for r in calls if customer in credential(r)]
+    paid_by_operator = [r for r in calls if operator in credential(r)]
+    assert len(paid_by_client) == 12  # exactly the client's own calls
+    assert paid_by_operator  # the summaries
+    assert all(r.body.get("tools") is None for r in paid_by_operator)
+    assert len(paid_by_client) + len(paid_by_operator) == len(calls)
