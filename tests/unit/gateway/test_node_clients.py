@@ -28,6 +28,16 @@ ROUNDS = 20
 NOTES = 3_000 * 4
 
 
+@pytest.fixture(scope="module", autouse=True)
+def node_clients() -> None:
+    """The pinned clients, installed by the same script CI runs (idempotent: a no-op once
+    installed), so the README's test command needs nothing more on a machine with npm."""
+    installer = NODE_DIR.parent / "node-clients"
+    done = subprocess.run([str(installer)], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        pytest.fail(f"{installer} failed (npm is needed):\n{done.stdout}{done.stderr}")
+
+
 def _installed(path: Path) -> Path:
     if not path.exists():
         pytest.fail(f"{path} is missing: run .ci/node-clients (npm) first")
