@@ -10,12 +10,11 @@ the same state from whatever directory it runs in.
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import platformdirs
 from pydantic import (
     AliasChoices,
     BaseModel,
@@ -189,14 +188,7 @@ class Settings(BaseSettings):
 
 def user_data_dir() -> Path:
     """The per-user data directory for hango (XDG on Linux, the platform's own elsewhere)."""
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / APP_NAME
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
-        return Path(base) / APP_NAME
-    xdg = os.environ.get("XDG_DATA_HOME", "")
-    base_dir = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share"
-    return base_dir / APP_NAME
+    return platformdirs.user_data_path(APP_NAME, appauthor=False)
 
 
 def sqlite_path(url: str) -> Path | None:

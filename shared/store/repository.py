@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import importlib.resources
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -486,16 +487,15 @@ def _current_revision(conn: Connection) -> str | None:
 
 
 def migrations_dir() -> Path:
-    """The Alembic scripts: beside the package in a checkout, else under the working dir.
+    """The Alembic scripts, found through the installed package ``hango.migrations``.
 
-    A non-editable install (the container image) does not ship ``migrations/``; the image
-    keeps the sources in its working directory, which is where the second look goes.
+    They ship inside the wheel, so a normal install finds them from any directory (the
+    repository's ``migrations/`` folder is that package in a checkout).
     """
-    candidates = [Path(__file__).resolve().parents[2] / "migrations", Path.cwd() / "migrations"]
-    for candidate in candidates:
-        if (candidate / "env.py").is_file():
-            return candidate
-    raise FileNotFoundError(f"no Alembic migrations found in {[str(c) for c in candidates]}")
+    found = importlib.resources.files("hango.migrations")
+    if not isinstance(found, Path) or not (found / "env.py").is_file():
+        raise FileNotFoundError(f"the package hango.migrations holds no Alembic env.py ({found})")
+    return found
 
 
 @contextlib.contextmanager
@@ -530,12 +530,26 @@ def engine_from_url(url: str, *, create_directory: bool = False) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(url, parsed.database, create_directory=create_directory)
     if parsed.drivername in ("postgresql", "postgres"):
-        # The driver this product ships (psycopg2-binary); SQLAlchemy 2.1's default for a
+        # The driver of the [postgres] extra (psycopg2); SQLAlchemy 2.1's default for a
         # bare postgresql:// is psycopg 3, which is not installed.
         parsed = parsed.set(drivername="postgresql+psycopg2")
-    # Looked up on the module at call time, so OpenTelemetry's SQLAlchemy instrumentation
-    # (which wraps sqlalchemy.create_engine once tracing starts) sees every engine.
-    return sqlalchemy.create_engine(parsed, pool_pre_ping=True)
+    try:
+        # Looked up on the module at call time, so OpenTelemetry's SQLAlchemy instrumentation
+        # (which wraps sqlalchemy.create_engine once tracing starts) sees every engine.
+        return sqlalchemy.create_engine(parsed, pool_pre_ping=True)
+    except ModuleNotFoundError as exc:
+        raise _missing_driver(url, exc) from exc
+
+
+def _missing_driver(url: str, exc: ModuleNotFoundError) -> Exception:
+    if exc.name != "psycopg2":
+        return exc
+    return ConfigError(
+        f"the database URL {make_url(url).render_as_string(hide_password=True)!r} needs the "
+        "PostgreSQL driver psycopg2, which is not installed: "
+        "pip install 'hango-context[postgres]'",
+        variable="HANGO_DATABASE_URL",
+    )
 
 
 def _sqlite_engine(url: str, database: str | None, *, create_directory: bool) -> Engine:

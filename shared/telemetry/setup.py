@@ -23,25 +23,26 @@ SDK itself, as its documentation describes.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    ConsoleMetricExporter,
-    MetricExporter,
-    PeriodicExportingMetricReader,
-)
-from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
 from hango.telemetry.names import Telemetry
 from hango.telemetry.publish import CeleryPublishTracer
+
+if TYPE_CHECKING:
+    # The SDK is the [otel] extra: imported where export starts, so a library user who
+    # installed only opentelemetry-api can still import and call setup_telemetry.
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,31 @@ def setup_telemetry(
     """
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return TelemetryHandle(Telemetry.noop())
+    if not _sdk_installed():
+        return TelemetryHandle(Telemetry.noop())
+    return _start_export(service_name, celery_role, set_global)
+
+
+def _sdk_installed() -> bool:
+    """True when the SDK is importable; else warns once if the environment asks for export."""
+    if importlib.util.find_spec("opentelemetry.sdk") is not None:
+        return True
+    if _exporter_names("traces") or _exporter_names("metrics"):
+        logger.warning(
+            "telemetry: OTEL_* asks for export but the OpenTelemetry SDK is not installed; "
+            "nothing will be exported (pip install 'hango-context[otel]')"
+        )
+    return False
+
+
+def _start_export(
+    service_name: str, celery_role: CeleryRole | None, set_global: bool
+) -> TelemetryHandle:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     span_exporters = [(n, x) for n in _exporter_names("traces") if (x := _span_exporter(n))]
     metric_exporters = [(n, m) for n in _exporter_names("metrics") if (m := _metric_exporter(n))]
     if not span_exporters and not metric_exporters:
@@ -162,10 +188,14 @@ def _client_instrumentors() -> tuple[Any, ...]:
 
 
 def resource_name(resource: Resource) -> str:
+    from opentelemetry.sdk.resources import SERVICE_NAME
+
     return str(resource.attributes.get(SERVICE_NAME, ""))
 
 
 def _resource(service_name: str) -> Resource:
+    from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector, Resource
+
     from_env = OTELResourceDetector().detect()
     if from_env.attributes.get(SERVICE_NAME):
         return Resource.create()
@@ -195,6 +225,8 @@ def _timeout(signal: Signal) -> float | None:
 
 def _span_exporter(name: str) -> SpanExporter | None:
     if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
         # stderr: stdout belongs to the command's own output (``--json``).
         return ConsoleSpanExporter(out=sys.stderr)
     if name != "otlp":
@@ -216,6 +248,8 @@ def _span_exporter(name: str) -> SpanExporter | None:
 
 def _metric_exporter(name: str) -> MetricExporter | None:
     if name == "console":
+        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+
         return ConsoleMetricExporter(out=sys.stderr)
     if name != "otlp":
         _unsupported("metrics", f"OTEL_METRICS_EXPORTER={name!r}")

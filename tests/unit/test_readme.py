@@ -26,6 +26,8 @@ def test_quickstart_has_exactly_the_two_commands() -> None:
     main_job, tests = quickstart_commands()
     assert main_job.endswith("hango simulate")
     assert "pytest" in tests and "'.[test]'" in tests
+    # CI runs the second verbatim (.ci/run): the exact versions of the one constraints file.
+    assert "-c constraints.txt" in main_job and "-c constraints.txt" in tests
 
 
 def test_configuration_table_lists_every_setting() -> None:

@@ -367,6 +367,15 @@ def run_threads(count: int, target: Callable[[int], None]) -> None:
         raise errors[0]
 
 
+def test_a_postgresql_url_without_the_driver_names_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg2", None)  # as if [postgres] were not installed
+    with pytest.raises(ConfigError, match=r"pip install 'hango-context\[postgres\]'") as caught:
+        engine_from_url("postgresql://hango:s3cret@127.0.0.1:5432/hango")
+    assert "s3cret" not in str(caught.value) and "psycopg2" in str(caught.value)
+
+
 # -- migrations -------------------------------------------------------------------------
 
 

@@ -7,7 +7,10 @@ that is down); the global providers are never set here (``set_global=False``).
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -128,6 +131,30 @@ def test_sdk_disabled_wins(receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPat
     emit_one_of_each(handle.telemetry)
     handle.shutdown()
     assert receiver.bodies == {}
+
+
+SDK_BLOCKED = """
+import logging, sys
+for name in ("opentelemetry.sdk", "opentelemetry.exporter", "opentelemetry.instrumentation"):
+    sys.modules[name] = None  # as if only opentelemetry-api were installed
+logging.basicConfig(level=logging.WARNING, format="%(message)s")
+from hango.telemetry.setup import setup_telemetry
+handle = setup_telemetry("hango", celery_role="producer")
+print("exporting", handle.exporting)
+handle.shutdown()
+"""
+
+
+@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:9", ""])
+def test_without_the_sdk_setup_degrades_and_says_which_extra_to_install(endpoint: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+    ran = subprocess.run(
+        [sys.executable, "-c", SDK_BLOCKED], env=env, capture_output=True, text=True, check=True
+    )
+    assert ran.stdout.strip() == "exporting False"
+    warned = "pip install 'hango-context[otel]'" in ran.stderr
+    assert warned is bool(endpoint), ran.stderr  # a warning only when export was asked for
 
 
 @pytest.mark.parametrize("protocol", ["http/json", "grpc"])
