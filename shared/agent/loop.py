@@ -273,7 +273,7 @@ class AgentLoop:
             uses = response.tool_uses()
             if not uses:
                 return
-            results = tuple(self._execute(ctx, use) for use in uses)
+            results = tuple(self.execute_tool(ctx, use) for use in uses)
             self.append(ctx, Message(role="user", content=results))
         log.warning(
             "session %s turn %d: stopped after %d tool rounds",
@@ -303,7 +303,12 @@ class AgentLoop:
                 )
         return message
 
-    def _execute(self, ctx: TurnContext, use: ToolUseBlock) -> ToolResultBlock:
+    def execute_tool(self, ctx: TurnContext, use: ToolUseBlock) -> ToolResultBlock:
+        """Run one tool call of the model (a built-in or a registered one) for the turn.
+
+        As ``run_turn`` does: the call runs as the turn's session (its own files only), a
+        large result is offloaded with a preview, a compaction it asks for is scheduled.
+        """
         ctx.tool_calls += 1
         with calling_session(ctx.session_id):
             outcome = self.tools.execute(use)

@@ -185,7 +185,7 @@ class AnthropicProvider:
 
     def complete(self, request: Request) -> Response:
         """Send ``request`` as is; raise :mod:`hango.core.errors` on failure or overflow."""
-        self._require_credentials()
+        self.require_credentials()
         arguments = sdk_arguments(request.api_body(), _CREATE_KEYS)
         raw = self._guarded(lambda: self._client.messages.with_raw_response.create(**arguments))
         response = self._guarded(lambda: _parse_response(raw.http_response.content, request.model))
@@ -199,7 +199,7 @@ class AnthropicProvider:
 
     def count_tokens(self, request: Request, *, timeout: float) -> int:
         """The API's input-token count of ``request``, within ``timeout`` seconds, no retry."""
-        self._require_credentials()
+        self.require_credentials()
         arguments = sdk_arguments(_counting_body(request), _COUNT_KEYS)
         counted = self._guarded(
             lambda: self._counting_client.messages.count_tokens(**arguments, timeout=timeout)
@@ -223,7 +223,8 @@ class AnthropicProvider:
         """The key in use: the one given, else the one the SDK found in its environment."""
         return self._secret or self._client.api_key or self._client.auth_token
 
-    def _require_credentials(self) -> None:
+    def require_credentials(self) -> None:
+        """:class:`ConfigError` unless the SDK has an API key, a token or credentials."""
         client = self._client
         if client.api_key is None and client.auth_token is None and client.credentials is None:
             raise ConfigError(

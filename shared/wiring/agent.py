@@ -77,10 +77,12 @@ def build_agent(
     OpenTelemetry providers), so a library user gets the summarizer's usage apart from
     the agent's without the CLI; a provider passed in already instrumented is kept.
     """
+    # The provider first: a missing API key fails here, before anything is stored.
+    provider = provider or _anthropic(settings)
     store = store or open_store(settings)
     history = history or history_from_settings(settings, engine=store.engine)
     telemetry = telemetry or Telemetry()
-    provider = _instrumented(provider or _anthropic(settings), telemetry, PURPOSE_CHAT)
+    provider = _instrumented(provider, telemetry, PURPOSE_CHAT)
     if summarizer_provider is not None:
         summarizer_provider = _instrumented(summarizer_provider, telemetry, PURPOSE_SUMMARIZE)
     profile = Profiles.from_settings(settings).resolve(settings.model)
@@ -210,7 +212,9 @@ def open_store(settings: Settings, *, migrate: bool = False) -> Store:
 def _anthropic(settings: Settings) -> Provider:
     from hango.providers.anthropic import AnthropicProvider
 
-    return AnthropicProvider.from_settings(settings)
+    provider = AnthropicProvider.from_settings(settings)
+    provider.require_credentials()
+    return provider
 
 
 def _ports(

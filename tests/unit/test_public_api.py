@@ -16,11 +16,49 @@ from tests.conftest import NetworkAccessError, is_loopback
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
-def test_every_public_name_resolves() -> None:
+def test_every_public_name_resolves_to_what_its_module_defines() -> None:
     assert hango.__all__, "the public API is empty"
-    assert set(hango.__all__) == set(hango._EXPORTS)
     for name in hango.__all__:
-        assert getattr(hango, name) is not None, name
+        value = getattr(hango, name)
+        assert value.__name__ == name, name
+        assert value.__module__.startswith("hango."), name
+
+
+EMBEDDING_NEEDS = (
+    # registering tools, writing middleware and estimators, telemetry, a scripted provider
+    "Tool",
+    "ToolOutcome",
+    "ToolDefinition",
+    "Middleware",
+    "ModelCall",
+    "Assembly",
+    "PassThrough",
+    "Estimator",
+    "Telemetry",
+    "TelemetryHandle",
+    "setup_telemetry",
+    "TurnContext",
+    "ScriptedProvider",
+    "text_reply",
+    "tool_reply",
+    "build_agent",
+)
+
+
+def test_what_an_embedding_needs_is_exported() -> None:
+    assert set(EMBEDDING_NEEDS) <= set(hango.__all__)
+
+
+def test_every_error_the_readme_names_is_exported() -> None:
+    named = set(re.findall(r"\b([A-Z]\w+Error)\b", README))
+    assert {"SessionBusyError", "TurnLeaseLostError", "ConfigError"} <= named
+    assert named <= set(hango.__all__)
+
+
+def test_every_exported_error_is_a_hango_error() -> None:
+    errors = [getattr(hango, n) for n in hango.__all__ if n.endswith("Error")]
+    assert len(errors) >= 10
+    assert all(issubclass(error, hango.HangoError) for error in errors)
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
@@ -32,7 +70,8 @@ def test_the_readme_example_imports_only_from_the_public_api() -> None:
     example = re.search(r"## Embedding.*?```python\n(.*?)```", README, re.S)
     assert example is not None
     imports = re.findall(r"^(?:from|import) (\S+)", example.group(1), re.M)
-    assert imports == ["hango"]
+    ours = [name for name in imports if name not in sys.stdlib_module_names]
+    assert ours == ["hango"]
 
 
 def test_importing_the_package_imports_nothing_else_of_it() -> None:

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
+from hango.core.errors import HangoError
 from hango.core.settings import ENV_PREFIX, Settings
-from tests.fakeapi import FakeAnthropicAPI, text_reply, tool_use_reply
+from tests.fakeapi import FakeAnthropicAPI, ScriptedError, text_reply, tool_use_reply
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
@@ -36,24 +39,95 @@ def test_configuration_table_lists_every_setting() -> None:
     assert documented == expected
 
 
-def test_embedding_example_runs_against_the_loopback_api(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def python_blocks() -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", README, re.S | re.M)
+
+
+def embedding_example() -> str:
     example = re.search(r"## Embedding.*?```python\n(.*?)```", README, re.S)
     assert example is not None
+    return example.group(1)
+
+
+@pytest.fixture
+def fresh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No HANGO_*/ANTHROPIC_* setting: the example as a new user runs it."""
+    for name in list(os.environ):
+        if name.startswith(("HANGO_", "ANTHROPIC_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HANGO_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def run_block(code: str) -> str:
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md", "exec"), {})
+    return printed.getvalue()
+
+
+def unfinished_runs(home: Path) -> list[tuple[str, int, str]]:
+    engine = create_engine(f"sqlite:///{home / 'hango.db'}")
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT session_id, turn, status FROM runs")).all()
+    finally:
+        engine.dispose()
+    return [(s, n, status) for s, n, status in rows if status == "running"]
+
+
+def test_every_python_block_runs_offline_as_printed(fresh_home: Path) -> None:
+    blocks = python_blocks()
+    assert embedding_example() in blocks
+    for block in blocks:
+        run_block(block)
+
+
+def test_the_embedding_example_registers_a_tool_and_runs_it_offline(fresh_home: Path) -> None:
+    printed = run_block(embedding_example()).split()
+    # turn 1, two model calls, one tool call: the registered tool's answer came back
+    assert printed == ["1", "2", "1", "It", "has", "3", "words."]
+    assert unfinished_runs(fresh_home) == []
+
+
+def test_the_live_switch_without_a_key_stops_before_storing_anything(
+    fresh_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HANGO_EXAMPLE_LIVE", "1")
+    for _ in range(2):
+        with pytest.raises(SystemExit, match="cannot start: no Anthropic API key"):
+            run_block(embedding_example())
+    assert not (fresh_home / "hango.db").exists()
+
+
+def test_the_live_switch_against_the_loopback_api(
+    fresh_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with FakeAnthropicAPI() as api:
         api.push(
-            tool_use_reply(("toolu_01", "ls", {"path": "/"})),
-            text_reply("Two files: a.py and b.py."),
+            tool_use_reply(("toolu_01", "word_count", {"text": "three short words"})),
+            text_reply("It has 3 words."),
         )
+        monkeypatch.setenv("HANGO_EXAMPLE_LIVE", "1")
         monkeypatch.setenv("HANGO_ANTHROPIC_BASE_URL", api.base_url)
         monkeypatch.setenv("HANGO_ANTHROPIC_API_KEY", "sk-test-readme")
-        monkeypatch.setenv("HANGO_DATABASE_URL", f"sqlite:///{tmp_path / 'db.sqlite'}")
-        monkeypatch.setenv("HANGO_HISTORY_ROOT", str(tmp_path / "history"))
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):
-            exec(compile(example.group(1), "README.md", "exec"), {})
+        printed = run_block(embedding_example())
         bodies = [r.body for r in api.message_requests()]
-    assert printed.getvalue().split()[:2] == ["1", "2"]
-    assert bodies[1]["messages"][-1]["content"][0]["tool_use_id"] == "toolu_01"
-    assert "ran ls with ['path']" in str(bodies[1]["messages"][-1])
+    assert printed.split()[:3] == ["1", "2", "1"]
+    offered = [tool["name"] for tool in bodies[0]["tools"]]
+    assert "word_count" in offered and "read_file" in offered  # beside the built-ins
+    result = bodies[1]["messages"][-1]["content"][0]
+    assert result["tool_use_id"] == "toolu_01" and "3" in str(result["content"])
+
+
+def test_a_failed_turn_of_the_example_is_closed_not_left_unfinished(
+    fresh_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeAnthropicAPI() as api:
+        api.push(ScriptedError(400, "invalid_request_error", "a request the API refuses"))
+        monkeypatch.setenv("HANGO_EXAMPLE_LIVE", "1")
+        monkeypatch.setenv("HANGO_ANTHROPIC_BASE_URL", api.base_url)
+        monkeypatch.setenv("HANGO_ANTHROPIC_API_KEY", "sk-test-readme")
+        with pytest.raises(HangoError):
+            run_block(embedding_example())
+    assert unfinished_runs(fresh_home) == []
