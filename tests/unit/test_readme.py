@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from hango.core.errors import HangoError
+from hango.core.errors import EXIT_WORKER_CONFIG, HangoError
 from hango.core.settings import ENV_PREFIX, Settings
 from tests.fakeapi import FakeAnthropicAPI, ScriptedError, text_reply, tool_use_reply
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
 
 
 def quickstart_commands() -> list[str]:
@@ -31,6 +32,17 @@ def test_quickstart_has_exactly_the_two_commands() -> None:
     assert "pytest" in tests and "'.[test]'" in tests
     # CI runs the second verbatim (.ci/run): the exact versions of the one constraints file.
     assert "-c constraints.txt" in main_job and "-c constraints.txt" in tests
+
+
+def test_the_command_for_a_machine_without_services_deselects_the_integration_marker() -> None:
+    assert '-m "not integration"' in README
+    markers = re.findall(r"^\s*\"(\w+): ", (ROOT / "pyproject.toml").read_text(), re.M)
+    assert "integration" in markers
+
+
+def test_the_exit_code_table_lists_the_worker_refusal() -> None:
+    codes = set(re.findall(r"^\| (\d+) \|", README, re.M))
+    assert str(EXIT_WORKER_CONFIG) in codes
 
 
 def test_configuration_table_lists_every_setting() -> None:
