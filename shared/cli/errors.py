@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from hango.core.errors import (
+    EXIT_WORKER_CONFIG,
     CannotFitError,
     ConfigError,
     HangoError,
@@ -59,6 +62,9 @@ EXIT_CODES: dict[int, str] = {
     EXIT_QUEUE: "Redis or the Celery workers cannot be reached (--queue)",
     EXIT_DATABASE: "the database is unreachable, not migrated, or failed",
     EXIT_BUSY: "another process is running a turn on the session, or took it over",
+    EXIT_WORKER_CONFIG: "`hango worker`: the worker refused to start over its configuration "
+    "(e.g. no API key for `HANGO_WORKER_SUMMARIZER=anthropic`); it is not restarted until "
+    "that is fixed",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
@@ -141,11 +147,35 @@ def error_line(command: str, error: BaseException, args: argparse.Namespace | No
         # The library's advice names settings these commands override with their flag.
         what = what.split(";")[0]
         hint = f"raise --max-input-tokens above {error.tokens:,}"
+    if isinstance(error, SchemaNotReadyError):  # the database the command was given
+        what = what.replace("`hango migrate`", f"`hango migrate{store_flags(args)}`")
     if hint == _KEY_HINT and verb in _OFFLINE_DEFAULT:
         hint = f"{hint}, {_OFFLINE_DEFAULT[verb]}"
     hint = hint.replace("{flags}", store_flags(args))
     prefix = f"hango {command}" if command else "hango"
-    return f"{prefix}: error: {_first_line(what)}" + (f" ({hint})" if hint else "")
+    line = f"{prefix}: error: {_first_line(what)}" + (f" ({hint})" if hint else "")
+    return runnable_commands(line)
+
+
+def hango_command() -> str:
+    """``hango`` as a shell finds it; else the absolute path of the script that runs now.
+
+    A hint is copied into another shell, often without this venv activated: the path of
+    the venv's own script runs there as printed.
+    """
+    script = Path(sys.argv[0])
+    if script.name != "hango":
+        return "hango"
+    found = shutil.which("hango")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "hango"
+    return shlex.quote(str(script.absolute()))
+
+
+def runnable_commands(text: str) -> str:
+    """``text`` with every backquoted `hango ...` command runnable as printed."""
+    command = hango_command()
+    return text if command == "hango" else text.replace("`hango ", f"`{command} ")
 
 
 def store_flags(args: argparse.Namespace | None, *, history: bool = False) -> str:

@@ -37,7 +37,7 @@ def is_quiet() -> bool:
     return _quiet
 
 
-def _plain_requested() -> bool:
+def plain_requested() -> bool:
     # https://no-color.org: any non-empty NO_COLOR turns off every escape, bold included.
     return bool(os.environ.get("NO_COLOR"))
 
@@ -53,7 +53,7 @@ def stderr_console() -> Console:
 
 
 def _color() -> dict[str, Any]:
-    return {"color_system": None} if _plain_requested() else {}
+    return {"color_system": None} if plain_requested() else {}
 
 
 def print_json(document: Any) -> None:

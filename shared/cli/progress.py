@@ -16,7 +16,7 @@ from rich.live import Live
 from rich.text import Text
 
 from hango.agent.loop import TurnResult
-from hango.cli.output import by_reason, is_quiet, stderr_console
+from hango.cli.output import by_reason, is_quiet, plain_requested, stderr_console
 from hango.compaction.record import CompactionRecord
 from hango.compaction.validate import count_breakpoints
 from hango.core.messages import Request, Response
@@ -101,7 +101,8 @@ class LiveProgress(NullObserver):
         self.stats = stats
         self.turns = turns
         self.window = window
-        self.live = sys.stderr.isatty() if live is None else live
+        # NO_COLOR: no escape at all, and a live line is drawn with cursor escapes.
+        self.live = (sys.stderr.isatty() and not plain_requested()) if live is None else live
         self._display: Live | None = None
 
     def __enter__(self) -> LiveProgress:

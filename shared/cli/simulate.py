@@ -18,7 +18,7 @@ from statistics import mean
 from typing import Any
 
 from hango.cli.costs import AnsweredCalls, CallCosts, MeteredProvider
-from hango.cli.errors import store_flags
+from hango.cli.errors import hango_command, store_flags
 from hango.cli.output import (
     by_reason,
     cache_table,
@@ -287,9 +287,10 @@ def _print_tables(
     )
     console.print(f"History file: {report['history_file'] or '(none yet: nothing was evicted)'}")
     flags = store_flags(args, history=True)
-    console.print(f"Inspect it: hango sessions show {report['session_id']}{flags}")
+    hango = hango_command()  # runs as printed in a shell without this venv activated
+    console.print(f"Inspect it: {hango} sessions show {report['session_id']}{flags}")
     if report["history_file"]:
-        console.print(f"Read its offloaded history: hango history {report['session_id']}{flags}")
+        console.print(f"Read its offloaded history: {hango} history {report['session_id']}{flags}")
 
 
 def _waits(waits: dict[str, float | None]) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from hango.core.errors import EXIT_WORKER_CONFIG, HangoError
+from hango.core.errors import HangoError
 from hango.core.settings import ENV_PREFIX, Settings
 from tests.fakeapi import FakeAnthropicAPI, ScriptedError, text_reply, tool_use_reply
 
@@ -38,11 +38,6 @@ def test_the_command_for_a_machine_without_services_deselects_the_integration_ma
     assert '-m "not integration"' in README
     markers = re.findall(r"^\s*\"(\w+): ", (ROOT / "pyproject.toml").read_text(), re.M)
     assert "integration" in markers
-
-
-def test_the_exit_code_table_lists_the_worker_refusal() -> None:
-    codes = set(re.findall(r"^\| (\d+) \|", README, re.M))
-    assert str(EXIT_WORKER_CONFIG) in codes
 
 
 def test_configuration_table_lists_every_setting() -> None:
