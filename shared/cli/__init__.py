@@ -127,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         debug=args.debug,
         verbose=args.verbose or 0,
         level=getattr(args, "log_level", logging.WARNING),
+        quiet=args.quiet,
     )
     try:
         return run(args)
@@ -141,7 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return failure_for(error).code
 
 
-def _configure_logging(*, debug: bool, verbose: int, level: int) -> None:
+PROFILES_LOGGER = "hango.core.profiles"
+
+
+def _configure_logging(*, debug: bool, verbose: int, level: int, quiet: bool = False) -> None:
     if debug or verbose >= 2:
         level = logging.DEBUG
     elif verbose == 1:
@@ -149,6 +153,10 @@ def _configure_logging(*, debug: bool, verbose: int, level: int) -> None:
     logging.basicConfig(
         level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    if level > logging.WARNING and not quiet:
+        # Commands that keep per-call warnings quiet still say, once per model, that an
+        # unknown model runs on a guessed window: every figure they print depends on it.
+        logging.getLogger(PROFILES_LOGGER).setLevel(logging.WARNING)
 
 
 __all__ = ["build_parser", "main"]

@@ -60,6 +60,10 @@ from hango.core.price import Price
 from hango.core.settings import ProfileOverride, Settings
 
 log = logging.getLogger(__name__)
+# Unknown models already warned about, in this process: a command builds more than one
+# Profiles (its report and the agent's), and the warning is said once per model.
+_WARNED_UNKNOWN: set[str] = set()
+_WARNED_LOCK = threading.Lock()
 
 FALLBACK_MAX_INPUT_TOKENS = 200_000
 FALLBACK_TRIGGER_TOKENS = 170_000
@@ -282,13 +286,7 @@ class Profiles:
                 profile = self._build(model)
                 self._resolved[model] = profile
                 if not profile.known:
-                    log.warning(
-                        "model %r has no profile: compacting at %d tokens and keeping the "
-                        "last %d messages; describe it in HANGO_MODEL_PROFILES",
-                        model,
-                        FALLBACK_TRIGGER_TOKENS,
-                        FALLBACK_KEEP_LAST,
-                    )
+                    _warn_unknown(model)
             return profile
 
     def _build(self, model: str) -> ModelProfile:
@@ -352,3 +350,17 @@ def _rates_of(model: str, override: ProfileOverride | None) -> dict[str, Any]:
         "price_known": price is not None or table_price is not None,
         "min_cacheable_tokens": min_cacheable_tokens(model) if minimum is None else minimum,
     }
+
+
+def _warn_unknown(model: str) -> None:
+    with _WARNED_LOCK:
+        if model in _WARNED_UNKNOWN:
+            return
+        _WARNED_UNKNOWN.add(model)
+    log.warning(
+        "model %r has no profile: compacting at %d tokens and keeping the "
+        "last %d messages; describe it in HANGO_MODEL_PROFILES",
+        model,
+        FALLBACK_TRIGGER_TOKENS,
+        FALLBACK_KEEP_LAST,
+    )

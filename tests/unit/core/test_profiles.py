@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 
 import pytest
 
@@ -89,10 +90,12 @@ def test_a_dated_override_key_covers_its_base_id() -> None:
 
 def test_unknown_model_falls_back_and_logs_once(caplog: pytest.LogCaptureFixture) -> None:
     profiles = Profiles()
+    mystery, other = f"mystery-model-{uuid.uuid4().hex}", f"other-mystery-{uuid.uuid4().hex}"
     with caplog.at_level(logging.WARNING, logger="hango.core.profiles"):
-        first = profiles.resolve("mystery-model")
-        second = profiles.resolve("mystery-model")
-        profiles.resolve("other-mystery")
+        first = profiles.resolve(mystery)
+        second = profiles.resolve(mystery)
+        Profiles().resolve(mystery)  # once per process, not once per Profiles
+        profiles.resolve(other)
     assert first == second
     assert (first.known, first.trigger_tokens) == (False, FALLBACK_TRIGGER_TOKENS)
     assert first.trigger_tokens == 170_000
@@ -100,8 +103,8 @@ def test_unknown_model_falls_back_and_logs_once(caplog: pytest.LogCaptureFixture
     assert first.keep_count(4) == 4
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(messages) == 2
-    assert "mystery-model" in messages[0] and "170000" in messages[0]
-    assert "other-mystery" in messages[1]
+    assert mystery in messages[0] and "170000" in messages[0]
+    assert other in messages[1]
 
 
 def test_keep_count_of_a_fraction_rounds_up_and_keeps_at_least_one() -> None:
