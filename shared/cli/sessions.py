@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from hango.agent.loop import summarizer_usage
+from hango.agent.loop import TurnResult, summarizer_usage
 from hango.cli.output import (
     compaction_json,
     compaction_table,
@@ -301,6 +301,11 @@ def run_resume(args: argparse.Namespace) -> int:
     store = existing_store(settings)
     if store is None or store.session(session_id) is None:
         raise UnknownSessionError(session_id, database=redact_url(settings.database_url))
+    latest = store.latest_run(session_id)
+    if latest is None or latest.status != "running":
+        # Said before any key is asked for: there is nothing to send to the model.
+        store.engine.dispose()
+        return _resume_report(args, session_id, None)
     provider = anthropic_provider(settings)
     with telemetry(instrument_celery=bool(settings.redis_url)) as handle:
         chat, summarizer, observer = instrumented(handle, provider, provider)
@@ -313,6 +318,10 @@ def run_resume(args: argparse.Namespace) -> int:
         )
         result = agent.loop.resume(session_id)
         store.engine.dispose()
+    return _resume_report(args, session_id, result)
+
+
+def _resume_report(args: argparse.Namespace, session_id: str, result: TurnResult | None) -> int:
     report = {
         "session_id": session_id,
         "resumed_turn": result.turn if result else None,
