@@ -142,7 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return failure_for(error).code
 
 
-PROFILES_LOGGER = "hango.core.profiles"
+# Said at every command's default level: an unknown model's guessed window (every figure
+# depends on it) and a HANGO_* variable that is no setting (most likely a typo).
+ALWAYS_SAID = ("hango.core.profiles", "hango.core.settings")
 
 
 def _configure_logging(*, debug: bool, verbose: int, level: int, quiet: bool = False) -> None:
@@ -154,9 +156,8 @@ def _configure_logging(*, debug: bool, verbose: int, level: int, quiet: bool = F
         level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     if level > logging.WARNING and not quiet:
-        # Commands that keep per-call warnings quiet still say, once per model, that an
-        # unknown model runs on a guessed window: every figure they print depends on it.
-        logging.getLogger(PROFILES_LOGGER).setLevel(logging.WARNING)
+        for name in ALWAYS_SAID:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 __all__ = ["build_parser", "main"]

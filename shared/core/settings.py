@@ -10,7 +10,12 @@ the same state from whatever directory it runs in.
 
 from __future__ import annotations
 
+import difflib
+import logging
+import os
 import re
+import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -33,6 +38,18 @@ from hango.core.price import Price
 
 ENV_PREFIX = "HANGO_"
 APP_NAME = "hango"
+# HANGO_* variables that are not settings: read by docker-compose.yml, the benchmarks, the
+# tests and the README's example. Any other HANGO_* name is most likely a typo.
+NOT_SETTINGS = frozenset({
+    "HANGO_POSTGRES_PORT", "HANGO_REDIS_PORT", "HANGO_FLOWER_PORT",
+    "HANGO_SUMMARIZE_CONCURRENCY", "HANGO_OFFLOAD_CONCURRENCY",
+    "HANGO_BENCH_REDIS_URL", "HANGO_CORPUS_DIR", "HANGO_TEST_PG_ADMIN_URL",
+    "HANGO_TEST_REDIS_HOST", "HANGO_EXAMPLE_LIVE",
+})  # fmt: skip
+
+log = logging.getLogger(__name__)
+_reported: set[str] = set()
+_reported_lock = threading.Lock()
 DATABASE_FILE = "hango.db"
 HISTORY_DIR = "history"
 
@@ -212,7 +229,11 @@ def env_name(field: str) -> str:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build the settings from the environment (and explicit overrides), or fail clearly."""
+    """Build the settings from the environment (and explicit overrides), or fail clearly.
+
+    A ``HANGO_*`` variable that is no setting is warned about (once), naming the closest one.
+    """
+    _report_unknown_variables(os.environ)
     try:
         return Settings(**overrides)
     except ValidationError as exc:
@@ -222,6 +243,30 @@ def load_settings(**overrides: Any) -> Settings:
         raise ConfigError(
             f"{env_name(field)}: not valid JSON ({exc.__cause__ or exc})", variable=env_name(field)
         ) from None
+
+
+def unknown_variables(environ: Mapping[str, str]) -> dict[str, str | None]:
+    """Each ``HANGO_*`` name in ``environ`` that nothing reads, with the closest setting."""
+    known = {env_name(name) for name in Settings.model_fields} | NOT_SETTINGS
+    unknown = sorted(n for n in environ if n.startswith(ENV_PREFIX) and n not in known)
+    return {name: _closest_setting(name) for name in unknown}
+
+
+def _closest_setting(name: str) -> str | None:
+    # Compared without the shared prefix, which would make every pair look alike.
+    fields = [field.upper() for field in Settings.model_fields]
+    found = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), fields, n=1, cutoff=0.6)
+    return env_name(found[0]) if found else None
+
+
+def _report_unknown_variables(environ: Mapping[str, str]) -> None:
+    for name, closest in unknown_variables(environ).items():
+        with _reported_lock:
+            if name in _reported:
+                continue
+            _reported.add(name)
+        hint = f"did you mean {closest}?" if closest else "see the README's configuration table"
+        log.warning("%s is not a hango setting and is ignored (%s)", name, hint)
 
 
 def _config_error(exc: ValidationError) -> ConfigError:

@@ -69,3 +69,13 @@ def test_resume_of_a_finished_session_says_so_without_asking_for_a_key(
     opened.engine.dispose()
     code, out, err = hango_in_process(capsys, monkeypatch, "sessions", "resume", "done", *store)
     assert code == 3 and "no Anthropic API key" in err
+
+
+def test_a_mistyped_variable_is_reported_at_the_default_level(tmp_path: Path) -> None:
+    ran = subprocess.run(
+        [str(HANGO), "sessions", "list"],
+        cwd=tmp_path, capture_output=True, text=True, check=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HANGO_MODLE": "x"},
+    )  # fmt: skip
+    assert "HANGO_MODLE is not a hango setting" in ran.stderr
+    assert "did you mean HANGO_MODEL?" in ran.stderr

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import uuid
 from pathlib import Path
 
 import pytest
 
 from hango.core.errors import ConfigError
-from hango.core.settings import Settings, load_settings
+from hango.core.settings import Settings, load_settings, unknown_variables
 
 
 @pytest.fixture(autouse=True)
@@ -193,3 +195,35 @@ def test_an_unsupported_database_is_one_line_listing_the_supported_ones() -> Non
     assert "unsupported database 'mysql'" in message
     assert "sqlite:///PATH" in message and "postgresql://" in message
     assert "s3cret" not in message and "\n" not in message
+
+
+def test_a_mistyped_variable_is_reported_with_the_closest_setting(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    environ = {
+        "HANGO_MODLE": "claude-haiku-4-5",  # a typo of HANGO_MODEL
+        "HANGO_DATABSE_URL": "sqlite:///x.db",  # of HANGO_DATABASE_URL
+        "HANGO_ZZZ_QQQ": "1",  # close to nothing
+        "HANGO_MODEL": "claude-haiku-4-5",  # a setting
+        "HANGO_POSTGRES_PORT": "5433",  # compose's, not a setting: never reported
+        "PATH": "/bin",
+    }
+    assert unknown_variables(environ) == {
+        "HANGO_DATABSE_URL": "HANGO_DATABASE_URL",
+        "HANGO_MODLE": "HANGO_MODEL",
+        "HANGO_ZZZ_QQQ": None,
+    }
+
+
+def test_load_settings_warns_once_per_unknown_variable(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    typo = f"HANGO_SESION_LEASE_TTL_{uuid.uuid4().hex[:6].upper()}"
+    monkeypatch.setenv(typo, "5")
+    with caplog.at_level(logging.WARNING, logger="hango.core.settings"):
+        load_settings()
+        load_settings()
+    said = [r.getMessage() for r in caplog.records if typo in r.getMessage()]
+    assert said == [
+        f"{typo} is not a hango setting and is ignored (did you mean HANGO_SESSION_LEASE_TTL?)"
+    ]
