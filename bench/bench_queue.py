@@ -1,10 +1,13 @@
 """The worker system's overhead: the queue round trip, pool throughput, single-flight.
 
 It starts its own ``celery -A hango_worker worker -P prefork -c 2`` subprocess on a Redis
-database of its own (``HANGO_BENCH_REDIS_URL``, default ``redis://127.0.0.1:6379/10``,
-flushed before and after), with a SQLite store and a local history directory in a
-temporary directory. The summarizer provider answers at once (it only counts its calls
-in Redis), so every figure is the cost of the path, not of a model:
+of its own: a ``redis-server`` it starts on a free port and stops at the end (nothing of
+anyone else's is touched), or the database ``HANGO_BENCH_REDIS_URL`` names, which must be
+empty when the bench starts (it refuses otherwise) and from which it deletes, at the end,
+only the keys that appeared during its run (never ``FLUSHDB``). The store is SQLite and
+the history a local directory, in a temporary directory. The summarizer provider answers
+at once (it only counts its calls in Redis), so every figure is the cost of the path, not
+of a model:
 
 - **round trip**: one ``summarize`` through ``QueuedSummarizer`` (publish, worker picks it
   up, reloads the range from the store, commits to Redis, which wakes the caller) vs
@@ -22,6 +25,7 @@ figures (``queue_p50_ms``, ``queue_p99_ms``, ``tasks_per_s``, ...) to PATH.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -47,6 +51,7 @@ from hango.store import Store
 from hango.summarizers.llm import LLMSummarizer
 from hango.summarizers.offload import InlineOffloader
 from hango.wiring.queue import make_queued_ports
+from tests.integration.redis_server import own_redis, redis_server_available
 from tests.integration.worker_support import (
     CountingProvider,
     ProviderProbe,
@@ -56,7 +61,7 @@ from tests.integration.worker_support import (
     wait_until,
 )
 
-REDIS_URL = os.environ.get("HANGO_BENCH_REDIS_URL", "redis://127.0.0.1:6379/10")
+REDIS_URL = os.environ.get("HANGO_BENCH_REDIS_URL")
 SESSION = "bench-queue"
 MESSAGES = 20
 ROUND_TRIPS = 200
@@ -69,30 +74,56 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_queue", description=__doc__)
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the figures as JSON")
     args = parser.parse_args(argv)
-    if not redis_reachable(REDIS_URL):
-        print(f"bench_queue skipped: Redis is not reachable at {REDIS_URL}")
-        print("  (start redis-server, or set HANGO_BENCH_REDIS_URL=redis://host:port/db)")
-        return
-    client = redis.Redis.from_url(REDIS_URL)
-    client.flushdb()
-    with tempfile.TemporaryDirectory(prefix="bench-queue-") as tmp:
-        root = Path(tmp)
-        settings = queue_settings(
-            redis=REDIS_URL,
-            database_url=f"sqlite:///{root / 'bench.db'}",
-            history_root=root / "history",
-        )
-        evicted = seed_store(settings)
-        worker = WorkerProcess(settings, root / "worker.log", name="bench", concurrency=2)
-        try:
-            worker.start()
-            figures = run(settings, client, evicted)
-        finally:
-            worker.stop()
-            client.flushdb()
+    with tempfile.TemporaryDirectory(prefix="bench-queue-") as tmp, bench_redis(Path(tmp)) as url:
+        if url is None:
+            return
+        figures = bench(url, Path(tmp))
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
         print(f"\nfigures written to {args.json}")
+
+
+@contextlib.contextmanager
+def bench_redis(directory: Path) -> Iterator[str | None]:
+    """A Redis URL only this run writes to (None, with the reason printed, if there is none)."""
+    if REDIS_URL is None:
+        if not redis_server_available():
+            print("bench_queue skipped: no redis-server to start (or set HANGO_BENCH_REDIS_URL)")
+            yield None
+            return
+        (directory / "redis").mkdir()
+        with own_redis(directory / "redis", append_only=False) as server:
+            yield server.url
+        return
+    if not redis_reachable(REDIS_URL):
+        print(f"bench_queue skipped: Redis is not reachable at {REDIS_URL}")
+        yield None
+        return
+    client = redis.Redis.from_url(REDIS_URL)
+    if client.dbsize():
+        print(f"bench_queue refused: {REDIS_URL} holds keys; name an empty database of its own")
+        yield None
+        return
+    try:
+        yield REDIS_URL
+    finally:
+        # Only what appeared during the run: the database was empty when it started.
+        keys = list(client.scan_iter(count=1000))
+        for start in range(0, len(keys), 1000):
+            client.delete(*keys[start : start + 1000])
+
+
+def bench(url: str, root: Path) -> dict[str, object]:
+    settings = queue_settings(
+        redis=url, database_url=f"sqlite:///{root / 'bench.db'}", history_root=root / "history"
+    )
+    evicted = seed_store(settings)
+    worker = WorkerProcess(settings, root / "worker.log", name="bench", concurrency=2)
+    try:
+        worker.start()
+        return run(settings, redis.Redis.from_url(url), evicted)
+    finally:
+        worker.stop()
 
 
 def seed_store(settings: Settings) -> tuple[StoredMessage, ...]:
