@@ -57,6 +57,11 @@ class MemoryHistory:
         with self._lock:
             return key in self._files
 
+    def delete(self, path: str) -> bool:
+        key = normalize(path)
+        with self._lock:
+            return self._files.pop(key, None) is not None
+
     def _check_is_file(self, key: str, path: str) -> None:
         if key == "/" or any(is_under(other, key) and other != key for other in self._files):
             raise HistoryPathError(path, "names a directory, not a file")

@@ -4,6 +4,7 @@
     hango replay TRANSCRIPT     what the middleware would have sent for a recorded session
     hango chat                  an interactive session against the Anthropic API
     hango sessions list|show    the sessions, their counters and compaction records
+    hango sessions delete|prune retention: one session, or those idle for longer than an age
     hango history SESSION       a session's offloaded history
     hango migrate               bring the database schema up to date
     hango worker [OPTIONS]      the Celery worker pool, restarted when it dies

@@ -23,7 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "replay a recorded session through the middleware (what would have been sent)",
     ),
     "chat": ("chat", "an interactive session against the Anthropic API"),
-    "sessions": ("sessions", "list sessions, or show one"),
+    "sessions": ("sessions", "list, show, resume, delete or prune sessions"),
     "history": ("sessions", "print a session's offloaded history"),
     "migrate": ("sessions", "upgrade the database schema (Alembic)"),
     "worker": ("worker", "run a Celery worker pool, started again when it dies"),

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
-
-from sqlalchemy.engine import make_url
 
 from hango.agent.loop import TurnResult, summarizer_usage
 from hango.cli.output import (
@@ -29,11 +26,14 @@ from hango.cli.output import (
     usage_json,
 )
 from hango.cli.parsing import add_store_options, summary
+from hango.cli.retention import add_actions
 from hango.cli.wiring import (
     anthropic_provider,
+    existing_store,
     history_file,
     instrumented,
     settings_with,
+    store_settings,
     telemetry,
 )
 from hango.compaction.record import CompactionRecord
@@ -76,6 +76,7 @@ def add_parsers(commands: Any) -> None:
     history.add_argument("session", help="the session id (`hango sessions list` shows them)")
     add_store_options(history, history=True)
     history.set_defaults(run=run_history)
+    add_actions(actions)  # delete, prune
 
     migrate = commands.add_parser("migrate", help=summary("migrate"))
     add_store_options(migrate)
@@ -87,22 +88,7 @@ def _json_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return settings_with(
-        database_url=args.database_url, history_root=getattr(args, "history_root", None)
-    )
-
-
-def existing_store(settings: Settings) -> Store | None:
-    """The store, or ``None`` when it is a SQLite file that was never created."""
-    url = make_url(settings.database_url)
-    database = url.database
-    on_disk = url.get_backend_name() == "sqlite" and database and database != ":memory:"
-    if on_disk and not Path(str(database)).expanduser().exists():
-        return None
-    store = Store.from_url(settings.database_url)
-    if not on_disk:
-        store.require_schema(migrate=settings.auto_migrate)
-    return store
+    return store_settings(args)
 
 
 def run_list(args: argparse.Namespace) -> int:

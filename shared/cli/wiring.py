@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hango.core.errors import ConfigError, QueueUnavailableError
 from hango.core.settings import Settings, load_settings
@@ -22,6 +22,9 @@ from hango.telemetry.observer import TelemetryObserver
 from hango.telemetry.provider import instrument_provider
 from hango.telemetry.setup import TelemetryHandle, setup_telemetry
 
+if TYPE_CHECKING:
+    from hango.store import Store
+
 SERVICE_NAME = "hango"
 WORKER_PING_TIMEOUT = 3.0
 
@@ -29,6 +32,30 @@ WORKER_PING_TIMEOUT = 3.0
 def settings_with(**overrides: Any) -> Settings:
     """The settings from the environment, with every override that is not ``None``."""
     return load_settings(**{key: value for key, value in overrides.items() if value is not None})
+
+
+def store_settings(args: Any) -> Settings:
+    """The settings with the store flags of a command (``add_store_options``) applied."""
+    return settings_with(
+        database_url=args.database_url, history_root=getattr(args, "history_root", None)
+    )
+
+
+def existing_store(settings: Settings) -> Store | None:
+    """The store, or ``None`` when it is a SQLite file that was never created."""
+    from sqlalchemy.engine import make_url
+
+    from hango.store import Store
+
+    url = make_url(settings.database_url)
+    database = url.database
+    on_disk = url.get_backend_name() == "sqlite" and database and database != ":memory:"
+    if on_disk and not Path(str(database)).expanduser().exists():
+        return None
+    store = Store.from_url(settings.database_url)
+    if not on_disk:
+        store.require_schema(migrate=settings.auto_migrate)
+    return store
 
 
 def with_window(settings: Settings, max_input_tokens: int | None) -> dict[str, Any]:

@@ -30,6 +30,10 @@ class HistoryBackend(Protocol):
 
     def exists(self, path: str) -> bool: ...
 
+    def delete(self, path: str) -> bool:
+        """Remove the file; ``False`` when there was none (retention: ``hango sessions``)."""
+        ...
+
     def resolve(self, path: str) -> str:
         """The virtual path ``path`` really names (symlinks followed where a backend has
         them): what an access rule must judge, since a link can rename anything."""

@@ -89,6 +89,14 @@ class LocalHistory:
     def exists(self, path: str) -> bool:
         return self._real_path(path).is_file()
 
+    def delete(self, path: str) -> bool:
+        real = self._file_path(path)
+        try:
+            real.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
     def resolve(self, path: str) -> str:
         relative = self._real_path(path).relative_to(self.root).as_posix()
         return "/" if relative == "." else "/" + relative

@@ -108,6 +108,13 @@ class PostgresHistory:
         with self.engine.connect() as conn:
             return conn.execute(query).first() is not None
 
+    def delete(self, path: str) -> bool:
+        virtual = normalize(path)
+        with self.engine.begin() as conn:
+            conn.execute(delete(history_sections).where(history_sections.c.path == virtual))
+            removed = conn.execute(delete(history_files).where(history_files.c.path == virtual))
+        return removed.rowcount > 0
+
 
 def _refuse_non_file(conn: Connection, path: str, virtual: str) -> None:
     """Refuse what the local backend's file system refuses: the root, a path that is a

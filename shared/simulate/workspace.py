@@ -36,6 +36,9 @@ class SessionWorkspace:
     def exists(self, path: str) -> bool:
         return self.inner.exists(self._stored(path))
 
+    def delete(self, path: str) -> bool:
+        return self.inner.delete(self._stored(path))
+
     def resolve(self, path: str) -> str:
         """What the inner backend resolves ``path`` to, in this view's terms."""
         real = self.inner.resolve(self._stored(path))

@@ -56,6 +56,22 @@ class HistoryContract:
         assert history.exists("/notes/plan.md")
         assert not history.exists("/notes/other.md")
 
+    def test_delete_removes_the_file_and_its_sections_and_nothing_else(
+        self, history: HistoryBackend
+    ) -> None:
+        path = conversation_history_path("gone")
+        assert history.append_section(path, "turn-1", "# Turn 1\nbody")
+        history.write("/large_tool_results/gone/toolu_1", "big")
+        history.write("/large_tool_results/kept/toolu_1", "other session")
+        assert history.delete(path) and history.delete("/large_tool_results/gone/toolu_1")
+        assert not history.exists(path)
+        with pytest.raises(FileNotFoundError):
+            history.read(path)
+        assert history.ls() == ["/large_tool_results/kept/toolu_1"]
+        assert not history.delete(path)  # a second time: nothing there
+        # The same key appends again: the deleted file's sections went with it.
+        assert history.append_section(path, "turn-1", "# Turn 1\nagain")
+
     def test_missing_file_is_file_not_found(self, history: HistoryBackend) -> None:
         with pytest.raises(FileNotFoundError, match=r"/nothing\.md"):
             history.read("/nothing.md")
