@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import email.parser
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
 import time
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,8 @@ class Installed:
     bin: Path
     project: Path
     env: dict[str, str]
+    # What ran while only the base install was there (no extra: no OTel SDK, no driver).
+    base_only: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
 
     def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         command = [str(self.bin / args[0]), *args[1:]]
@@ -94,13 +98,38 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     (project / "shared").mkdir(parents=True)
     (project / "shared" / "__init__.py").write_text(DECOY.format("shared package"))
     (project / "worker.py").write_text(DECOY.format("worker.py"))
-    env = _clean_env(base / "home")
-    pip = [str(venv / "bin" / "pip"), "install", "-q", "-c", str(ROOT / "constraints.txt")]
-    installing = subprocess.run(
-        [*pip, f"{wheel}[postgres]"], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert installing.returncode == 0, installing.stderr[-3000:]
-    return Installed(wheel, venv / "bin", project, env)
+    installed = Installed(wheel, venv / "bin", project, _clean_env(base / "home"))
+    _pip_install(installed, str(wheel))
+    installed.base_only = _base_only_checks(installed)
+    _pip_install(installed, f"{wheel}[postgres]")
+    return installed
+
+
+def _pip_install(installed: Installed, requirement: str) -> None:
+    constraints = str(ROOT / "constraints.txt")
+    _checked(installed.run("pip", "install", "-q", "-c", constraints, requirement, timeout=600))
+
+
+def _base_only_checks(installed: Installed) -> dict[str, subprocess.CompletedProcess[str]]:
+    """The README's embedding example and the offline simulation, on the base install."""
+    readme = (ROOT / "README.md").read_text()
+    example = re.search(r"## Embedding.*?```python\n(.*?)```", readme, re.S)
+    assert example is not None
+    (installed.project / "example.py").write_text(example.group(1))
+    extras = ("opentelemetry.sdk", "psycopg2", "flower")
+    missing = f"import importlib.util as u; print([m for m in {extras} if u.find_spec(m)])"
+    return {
+        "extras": installed.run("python", "-c", missing),
+        "example": installed.run("python", "example.py"),
+        "simulate": installed.run("hango", "simulate", "--turns", "3", "--json", "-q"),
+    }
+
+
+def test_the_base_install_embeds_and_simulates_without_any_extra(installed: Installed) -> None:
+    ran = installed.base_only
+    assert _checked(ran["extras"]).stdout.strip() == "[]"  # neither the SDK nor the driver
+    assert _checked(ran["example"]).stdout.split() == ["1", "2", "1", "It", "has", "3", "words."]
+    assert '"turns": 3' in _checked(ran["simulate"]).stdout
 
 
 def test_the_venv_is_not_the_checkout(installed: Installed) -> None:
@@ -119,9 +148,7 @@ def test_version_and_the_public_api_from_a_directory_with_its_own_shared(
     assert printed == ["hango.wiring.agent", "Tool"]
 
 
-def test_simulate_migrates_its_own_sqlite_and_runs(installed: Installed) -> None:
-    ran = _checked(installed.run("hango", "simulate", "--turns", "3", "--json", "-q"))
-    assert '"turns": 3' in ran.stdout.replace('"turns":3', '"turns": 3')
+def test_simulate_migrated_its_own_sqlite_in_the_user_data_dir(installed: Installed) -> None:
     assert (Path(installed.env["HOME"]) / ".local/share/hango/hango.db").is_file()
 
 
@@ -144,6 +171,25 @@ def test_migrate_a_fresh_postgresql_database(installed: Installed, fresh_pg: str
         engine.dispose()
     heads = sorted((ROOT / "migrations" / "versions").glob("*.py"))
     assert revision is not None and heads[-1].name.startswith(revision)
+
+
+def test_alembic_upgrade_head_with_the_repository_alembic_ini(
+    installed: Installed, fresh_pg: str
+) -> None:
+    """As the image's migrate service runs it: alembic.ini beside, the scripts in the wheel."""
+    shutil.copy(ROOT / "alembic.ini", installed.project / "alembic.ini")
+    env = {**installed.env, "HANGO_DATABASE_URL": fresh_pg}
+    upgraded = subprocess.run(
+        [str(installed.bin / "alembic"), "upgrade", "head"],
+        cwd=installed.project, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert upgraded.returncode == 0, upgraded.stderr[-3000:]
+    current = subprocess.run(
+        [str(installed.bin / "alembic"), "current", "--verbose"],
+        cwd=installed.project, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert "(head)" in _checked(current).stdout
+    assert "site-packages/hango/migrations/versions/" in current.stdout
 
 
 @pytest.mark.skipif(not redis_server_available(), reason="needs redis-server")
