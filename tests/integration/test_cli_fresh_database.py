@@ -5,6 +5,8 @@ masked) when a session is not there."""
 from __future__ import annotations
 
 import json
+import re
+import shlex
 
 import pytest
 
@@ -27,8 +29,13 @@ def test_an_unmigrated_database_names_hango_migrate(
     for argv in (["sessions", "list"], ["simulate", "--turns", "1"]):
         assert main([*argv, "--database-url", fresh_pg_url]) == EXIT_DATABASE
         err = capsys.readouterr().err
-        assert "`hango migrate`" in err and err.count("\n") == 1, err
+        advice = re.search(r"`(hango migrate[^`]*)`", err)
+        assert advice is not None and err.count("\n") == 1, err
         assert "relation" not in err
+        # The advice names the database given, so it runs as printed.
+        assert shlex.split(advice.group(1))[2:] == ["--database-url", fresh_pg_url]
+    assert main(shlex.split(advice.group(1))[1:]) == 0
+    assert main(["sessions", "list", "--database-url", fresh_pg_url]) == 0
 
 
 def test_migrate_on_first_use_when_asked(
