@@ -45,6 +45,7 @@ NOT_SETTINGS = frozenset({
     "HANGO_SUMMARIZE_CONCURRENCY", "HANGO_OFFLOAD_CONCURRENCY",
     "HANGO_BENCH_REDIS_URL", "HANGO_CORPUS_DIR", "HANGO_TEST_PG_ADMIN_URL",
     "HANGO_TEST_REDIS_HOST", "HANGO_EXAMPLE_LIVE",
+    "HANGO_UPSTREAM_URL", "HANGO_GATEWAY_SECRET",  # read by `hango serve` itself
 })  # fmt: skip
 
 log = logging.getLogger(__name__)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -227,3 +228,17 @@ def test_load_settings_warns_once_per_unknown_variable(
     assert said == [
         f"{typo} is not a hango setting and is ignored (did you mean HANGO_SESSION_LEASE_TTL?)"
     ]
+
+
+def test_every_hango_variable_the_repository_names_is_known() -> None:
+    """A variable the docs, compose or the code read is a setting or a listed non-setting,
+    so the typo warning never fires on a name the product itself uses."""
+    root = Path(__file__).resolve().parents[3]
+    texts = [root / "README.md", root / "docker-compose.yml", *(root / "docs").rglob("*.md")]
+    named = {n for path in texts for n in re.findall(r"\bHANGO_[A-Z_]*[A-Z]\b", path.read_text())}
+    code = [*root.glob("shared/**/*.py"), *root.glob("worker/*.py"), *root.glob("bench/*.py")]
+    read = r"(?:environ\.get\(|environ\[|getenv\()\s*[\"'](HANGO_\w+)"
+    named |= {n for path in code for n in re.findall(read, path.read_text())}
+    documented_typos = {"HANGO_MODLE"}  # the README's example of a mistyped variable
+    assert named - documented_typos, "the scan found nothing"
+    assert unknown_variables(dict.fromkeys(named - documented_typos, "")) == {}
