@@ -24,6 +24,7 @@ breakpoint just before it).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from hango.compaction.record import (
     PendingSummary,
     RunState,
 )
+from hango.core.collection import Prefix
 from hango.core.messages import Request, Response, StoredMessage, TextBlock, ToolDefinition
 
 
@@ -163,6 +165,29 @@ class ModelCall:
     @property
     def summary_message_present(self) -> bool:
         return bool(self.seqs) and self.seqs[0] is None
+
+    def index_of_seq(self, seq: int) -> int:
+        """The index of the first outgoing message at or after sequence number ``seq``.
+
+        Stored messages go out in sequence order and only the summary message (first) has
+        no sequence number, so the rest is sorted: a binary search.
+        """
+        first = 1 if self.summary_message_present else 0
+        seqs = self.seqs
+        if isinstance(seqs, Prefix):  # the loop's view: searched at C speed
+            return seqs.bisect_left(seq, first)
+        return bisect.bisect_left(seqs, seq, lo=first, key=_seq_key)
+
+    def index_of(self, seq: int) -> int | None:
+        """The index of the outgoing message with sequence number ``seq``, if it is sent."""
+        index = self.index_of_seq(seq)
+        return index if index < len(self.seqs) and self.seqs[index] == seq else None
+
+
+def _seq_key(seq: int | None) -> int:
+    if seq is None:
+        raise ValueError("only the first outgoing message may lack a sequence number")
+    return seq
 
 
 Handler = Callable[[ModelCall], Response]

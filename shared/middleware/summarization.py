@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import logging
 import threading
 import time
@@ -95,6 +96,11 @@ class _Presummary:
     pending: PendingSummary
     # (offload path, summary): the offload first, as at the trigger; no summary without it.
     work: Future[tuple[str | None, SummaryResult | None]]
+    # The first and last stored messages of the range, the very objects it was made from,
+    # and how many it holds: what makes its validity an O(1) check (see _still_valid).
+    first: StoredMessage
+    last: StoredMessage
+    count: int
 
 
 class SummarizationMiddleware(PassThrough):
@@ -278,7 +284,7 @@ class SummarizationMiddleware(PassThrough):
         """
         with self._presummaries_lock:
             current = self._presummaries.get(call.session_id)
-        usable = current is not None and self._still_valid(call, current.pending)
+        usable = current is not None and self._still_valid(call, current)
         if usable and current is not None and not self._outgrown(call, current, tokens):
             return
         plan = self._plan(call)
@@ -316,7 +322,9 @@ class SummarizationMiddleware(PassThrough):
         work = self._threads().submit(
             context.run, self._offload_then_summarize, offload_job, summary_job
         )
-        started = _Presummary(pending=pending, work=work)
+        started = _Presummary(
+            pending=pending, work=work, first=evicted[0], last=evicted[-1], count=len(evicted)
+        )
         with self._presummaries_lock:
             self._presummaries[call.session_id] = started
         call.state.presummarize(pending)
@@ -340,15 +348,15 @@ class SummarizationMiddleware(PassThrough):
         path, result = current.work.result()
         if path is None or result is None:
             return True
-        kept_from = current.pending.to_seq + 1
-        index = next((i for i, seq in enumerate(call.seqs) if seq == kept_from), None)
+        index = call.index_of(current.pending.to_seq + 1)
         if index is None:
             return True
-        whole = self.estimator.estimate_request(call.request)
-        kept = call.request.model_copy(update={"messages": call.request.messages[index:]})
+        # The request from ``index`` on is estimated as the whole minus what lies before:
+        # the running per-message figures answer both without a walk over the messages.
+        whole, before = self.estimate.split(call.request, index)
         scale = tokens / whole if whole > 0 else 1.0
         summary = self.estimator.estimate(result.text)
-        kept_tokens = (self.estimator.estimate_request(kept) + summary) * scale
+        kept_tokens = (whole - before + summary) * scale
         return kept_tokens > self.profile.target_tokens * OUTGROWN_AT
 
     def _offload_then_summarize(
@@ -365,17 +373,36 @@ class SummarizationMiddleware(PassThrough):
                 )
             return self._executor
 
-    def _still_valid(self, call: ModelCall, pending: PendingSummary) -> bool:
-        """The pre-summary covers these very messages on top of the same previous summary."""
+    def _still_valid(self, call: ModelCall, ready: _Presummary) -> bool:
+        """The pre-summary covers these very messages on top of the same previous summary.
+
+        In O(1), whatever the range's length: the loop's stored messages are the very
+        objects it read or appended, in a list it only ever appends to, so the range's
+        first and last objects at the same distance are the same range. Other objects (the
+        loop read the session back from the store) are compared with the fingerprint made
+        at dispatch, once: a match pins them.
+        """
+        pending = ready.pending
         previous = call.state.state.latest
         if pending.basis != (previous.kept_from_seq if previous else None):
             return False
+        stored = call.stored
+        count = ready.count
+        if len(stored) >= count and stored[0] is ready.first and stored[count - 1] is ready.last:
+            return True
         covered = _stored_before(call, pending.to_seq + 1)
-        return (
-            bool(covered)
-            and covered[0].seq == pending.from_seq
-            and range_fingerprint(covered) == pending.fingerprint
-        )
+        if not covered or covered[0].seq != pending.from_seq:
+            return False
+        if range_fingerprint(covered) != pending.fingerprint:
+            return False
+        self._pin(call.session_id, ready, covered)
+        return True
+
+    def _pin(self, session_id: str, ready: _Presummary, covered: Sequence[StoredMessage]) -> None:
+        pinned = dataclasses.replace(ready, first=covered[0], last=covered[-1], count=len(covered))
+        with self._presummaries_lock:
+            if self._presummaries.get(session_id) is ready:
+                self._presummaries[session_id] = pinned
 
     def _take_presummary(self, call: ModelCall, plan: _Plan) -> tuple[_Presummary, int] | None:
         """The session's pre-summary and the index it keeps from, if it can be installed."""
@@ -385,12 +412,11 @@ class SummarizationMiddleware(PassThrough):
             return None
         pending = ready.pending
         call.state.presummarize(None)
-        kept_from_seq = pending.to_seq + 1
-        index = next((i for i, seq in enumerate(call.seqs) if seq == kept_from_seq), None)
+        index = call.index_of(pending.to_seq + 1)
         usable = (
             index is not None
             and plan.first_real < index <= plan.boundary
-            and self._still_valid(call, pending)
+            and self._still_valid(call, ready)
         )
         if not usable or index is None:
             log.info(
