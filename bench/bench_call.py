@@ -7,9 +7,9 @@ CPU time (``time.process_time``) medians, for each size:
 
 - ``hango steady``: one agent step after the loop has seen the history: the previous
   tool round appended and the model's reply made (not timed), then ``call_model`` through
-  the whole chain, plus ``api_body()`` of the request (what the Anthropic provider hands
-  the SDK); the provider caches prompts like the Anthropic one, so the breakpoints are
-  placed too;
+  the whole chain, plus ``api_parts()`` of the request (the body the Anthropic provider
+  joins and sends through the SDK); the provider caches prompts like the Anthropic one, so
+  the breakpoints are placed too;
 - ``hango cold``: a fresh agent (new loop, estimator and caches) over the stored session,
   loading it and making the first call;
 - ``hango in-band``: regime (b), the steady call with the window sized so the request
@@ -68,10 +68,10 @@ STEADY_WINDOW = 1_000_000_000
 BAND_SHARE = 0.74
 STEP_SHARE = 0.6
 
-STEADY = "hango steady call + api_body"
-BAND = "hango in-band call + api_body"
-STEP = "hango truncation-step call + api_body"
-COMPACTING = "hango compacting call + api_body"
+STEADY = "hango steady call + body"
+BAND = "hango in-band call + body"
+STEP = "hango truncation-step call + body"
+COMPACTING = "hango compacting call + body"
 REAL_COMPACTING = "hango compacting call, real offload + prompt"
 WHOLE = "hango whole call via SDK, loopback"
 POST = "pre-serialized POST, same client"
@@ -206,7 +206,7 @@ def steady(hango: Hango, agent: Agent | None = None) -> Step:
 
     def call() -> object:
         loop.call_model(ctx)
-        return provider.requests[-1].api_body()
+        return provider.requests[-1].api_parts()
 
     return prepare, call
 
@@ -285,7 +285,7 @@ def truncation_step(hango: Hango) -> Step:
         loop.call_model(ctx)
         if ctx.holder.state.truncated_before_seq == 0:
             raise RuntimeError("the truncation regime took no step: the window is off")
-        return hango.provider.requests[-1].api_body()
+        return hango.provider.requests[-1].api_parts()
 
     return prepare, call
 
@@ -325,7 +325,7 @@ def compacting(hango: Hango) -> Step:
 
     def call() -> object:
         loop.call_model(ctx)
-        return provider.requests[-1].api_body()
+        return provider.requests[-1].api_parts()
 
     return prepare, call
 
