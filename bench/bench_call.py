@@ -50,6 +50,7 @@ from bench.loopback import loopback_api
 from hango.agent.loop import TurnContext
 from hango.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
 from hango.compaction.record import RunState
+from hango.core.identity import HeldMemo
 from hango.core.messages import Message, Request, Response, TextBlock, Usage
 from hango.core.settings import load_settings
 from hango.middleware.base import StateHolder
@@ -141,6 +142,8 @@ class Hango:
     real_ports: bool = False
     # The provider the agent sends through (None: the instant scripted one).
     sender: Provider | None = None
+    # What the Anthropic provider keeps: the serialized fixed part, per system and tools.
+    fixed: HeldMemo[bytes] = field(default_factory=HeldMemo)
 
     def settings(self) -> Any:
         return load_settings(
@@ -206,7 +209,7 @@ def steady(hango: Hango, agent: Agent | None = None) -> Step:
 
     def call() -> object:
         loop.call_model(ctx)
-        return provider.requests[-1].api_parts()
+        return provider.requests[-1].api_parts(fixed=hango.fixed)
 
     return prepare, call
 
@@ -285,7 +288,7 @@ def truncation_step(hango: Hango) -> Step:
         loop.call_model(ctx)
         if ctx.holder.state.truncated_before_seq == 0:
             raise RuntimeError("the truncation regime took no step: the window is off")
-        return hango.provider.requests[-1].api_parts()
+        return hango.provider.requests[-1].api_parts(fixed=hango.fixed)
 
     return prepare, call
 
@@ -325,7 +328,7 @@ def compacting(hango: Hango) -> Step:
 
     def call() -> object:
         loop.call_model(ctx)
-        return provider.requests[-1].api_parts()
+        return provider.requests[-1].api_parts(fixed=hango.fixed)
 
     return prepare, call
 

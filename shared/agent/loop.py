@@ -24,7 +24,6 @@ from hango.compaction.head import head_message
 from hango.compaction.record import CompactionReason, CompactionRecord
 from hango.compaction.repair import SendableCopy
 from hango.compaction.validate import RequestChecker
-from hango.core.collection import collection_paused
 from hango.core.errors import ContextOverflowError, InvalidInputError, InvalidRequestError
 from hango.core.identity import IdentityCache, RecentlyUsed
 from hango.core.messages import (
@@ -114,7 +113,6 @@ class TurnContext:
     tool_calls: int = 0
     input_tokens: int = 0
     last_response: Response | None = None
-    sent: list[Request] = field(default_factory=list)
     # The turn's hold on its session: every append is fenced by it (None: not leased).
     lease: TurnLease | None = None
     usage: UsageTotals = field(default_factory=UsageTotals)
@@ -438,14 +436,11 @@ class AgentLoop:
         record = ctx.holder.state.latest
         copy = ctx.memory.copy
         head = self._heads.get(record, head_message) if record is not None else None
-        # The first call of a turn reads the store, and of a process repairs the whole
-        # session: a bulk build. Later calls of the turn add a tool round.
-        with collection_paused(bulk=not ctx.in_step):
-            transcript = self._transcript(ctx)
-            first = 0
-            if record is not None:
-                first = bisect.bisect_left(transcript, record.kept_from_seq, key=lambda m: m.seq)
-            messages, seqs = copy.update(transcript, head, first)
+        transcript = self._transcript(ctx)
+        first = 0
+        if record is not None:
+            first = bisect.bisect_left(transcript, record.kept_from_seq, key=lambda m: m.seq)
+        messages, seqs = copy.update(transcript, head, first)
         # The fixed part was validated once; only the messages change from call to call.
         base = ctx.base if ctx.base is not None else self._base
         request = base.model_copy(update={"messages": messages})
@@ -474,10 +469,8 @@ class AgentLoop:
 
     def _send(self, ctx: TurnContext, call: ModelCall) -> Response:
         """The end of the chain: the last guard, then the provider."""
-        checker = ctx.memory.checker
         # The first check of a process (or after a refusal) covers every message.
-        with collection_paused(bulk=not checker.trusted):
-            violations = checker.validate(call.request)
+        violations = ctx.memory.checker.validate(call.request)
         if violations:
             # The pipeline validates what it builds, so this means the stored transcript
             # itself is broken; sending it would only earn a permanent 400.
@@ -485,7 +478,6 @@ class AgentLoop:
                 "refusing to send an invalid request: " + "; ".join(v.detail for v in violations)
             )
         self.observer.request_sent(ctx.session_id, ctx.turn, call.request, call.state.input_tokens)
-        ctx.sent.append(call.request)
         ctx.model_calls += 1
         response = self.provider.complete(call.request)
         ctx.usage = ctx.usage.plus(response.usage, self.price)

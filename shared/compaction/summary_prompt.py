@@ -21,7 +21,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hango.compaction.jobs import SummaryJob
-from hango.core.identity import IdentityCache
 from hango.core.messages import (
     Message,
     RedactedThinkingBlock,
@@ -164,26 +163,34 @@ def render_transcript(
     bound from the start, the rest from the end). Every cut is marked in the text.
     """
     rendered = ""
+    # The JSON of each tool input, made once for all the caps tried (by block object).
+    arguments: dict[int, str] = {}
     for cap in _PAYLOAD_CAPS:
-        rendered = _render_all(evicted, cap)
+        rendered = _render_all(evicted, cap, arguments)
         if len(rendered) <= max_chars:
             return rendered
     return _drop_middle(rendered, max_chars)
 
 
-def _render_all(evicted: Sequence[StoredMessage], cap: int | None) -> str:
+def _render_all(
+    evicted: Sequence[StoredMessage], cap: int | None, arguments: dict[int, str]
+) -> str:
     names = {use.id: use.name for stored in evicted for use in stored.message.tool_uses()}
-    return "\n\n".join(_render_message(stored, names, cap) for stored in evicted)
+    return "\n\n".join(_render_message(stored, names, cap, arguments) for stored in evicted)
 
 
-def _render_message(stored: StoredMessage, names: dict[str, str], cap: int | None) -> str:
+def _render_message(
+    stored: StoredMessage, names: dict[str, str], cap: int | None, arguments: dict[int, str]
+) -> str:
     lines = [f"[seq {stored.seq}] {stored.message.role.upper()}:"]
     for block in stored.message.blocks():
         if isinstance(block, TextBlock):
             lines.append(block.text)
         elif isinstance(block, ToolUseBlock):
-            arguments = _ARGUMENTS.get(block, _arguments_json)
-            lines.append(f"[tool call {block.name} id={block.id}] {clip(arguments, cap)}")
+            made = arguments.get(id(block))
+            if made is None:
+                made = arguments[id(block)] = json.dumps(block.input, ensure_ascii=False)
+            lines.append(f"[tool call {block.name} id={block.id}] {clip(made, cap)}")
         elif isinstance(block, ToolResultBlock):
             name = names.get(block.tool_use_id, "unknown tool")
             flag = " ERROR" if block.is_error else ""
@@ -194,15 +201,6 @@ def _render_message(stored: StoredMessage, names: dict[str, str], cap: int | Non
         elif not isinstance(block, RedactedThinkingBlock):
             lines.append(f"[{block.type} block]")
     return "\n".join(lines)
-
-
-# The transcript is rendered again for every payload cap tried, so the JSON of a tool
-# input is made once per block object.
-_ARGUMENTS: IdentityCache[ToolUseBlock, str] = IdentityCache()
-
-
-def _arguments_json(block: ToolUseBlock) -> str:
-    return json.dumps(block.input, ensure_ascii=False)
 
 
 def clip(text: str, cap: int | None) -> str:

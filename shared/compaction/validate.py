@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from hango.core.identity import HeldMemo, changed_positions, position_total
+from hango.core.identity import changed_positions, position_total
 from hango.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
 
 ViolationKind = Literal[
@@ -95,20 +95,14 @@ class _FixedFacts:
     empty_system: tuple[int, ...]  # the system blocks with no visible text
 
 
-# Per tools and system objects: a session sends the same ones on every call.
-_FIXED_FACTS: HeldMemo[_FixedFacts] = HeldMemo()
-
-
 def _fixed_facts(request: Request) -> _FixedFacts:
-    def make() -> _FixedFacts:
-        system = request.system_blocks()
-        fixed = [*request.tool_definitions(), *system]
-        return _FixedFacts(
-            breakpoints=sum(getattr(block, "cache_control", None) is not None for block in fixed),
-            empty_system=tuple(n for n, block in enumerate(system) if not block.text.strip()),
-        )
-
-    return _FIXED_FACTS.get((request.tools, request.system), (), make)
+    # A few tens of blocks: cheaper to look at again than to remember by identity.
+    system = request.system_blocks()
+    fixed = [*request.tool_definitions(), *system]
+    return _FixedFacts(
+        breakpoints=sum(getattr(block, "cache_control", None) is not None for block in fixed),
+        empty_system=tuple(n for n, block in enumerate(system) if not block.text.strip()),
+    )
 
 
 def validate_messages(messages: Sequence[Message]) -> list[Violation]:
@@ -364,11 +358,6 @@ class RequestChecker:
         self._known = _MessageFacts()
         self._trusted = False
         self._previous_length = 0
-
-    @property
-    def trusted(self) -> bool:
-        """Whether the last request checked was valid: the next check is around changes."""
-        return self._trusted
 
     def validate(self, request: Request) -> list[Violation]:
         messages = request.messages

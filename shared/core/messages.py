@@ -14,7 +14,6 @@ pipeline treats such a message as opaque content, like any block it does not mod
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, ClassVar, Literal
@@ -263,40 +262,39 @@ class Request(WireModel):
         body: JsonObject = json.loads(self.api_bytes())
         return body
 
-    def api_bytes(self, drop: frozenset[str] = frozenset()) -> bytes:
+    def api_bytes(
+        self, drop: frozenset[str] = frozenset(), fixed: HeldMemo[bytes] | None = None
+    ) -> bytes:
         """The body of ``POST /v1/messages`` as the provider sends it, without the keys
         named in ``drop`` (the count endpoint refuses the generation-only ones)."""
-        return b"".join(self.api_parts(drop))
+        return b"".join(self.api_parts(drop, fixed))
 
-    def api_parts(self, drop: frozenset[str] = frozenset()) -> list[bytes]:
+    def api_parts(
+        self, drop: frozenset[str] = frozenset(), fixed: HeldMemo[bytes] | None = None
+    ) -> list[bytes]:
         """:meth:`api_bytes` in parts, a fresh list: one per message, then the fixed part.
 
         Each message's serialized JSON (:func:`message_json`) is kept along the outgoing
-        copies' lineage (:func:`~hango.core.identity.per_position`) and the fixed part's
-        is made once per system and tool objects, so a call serializes only the messages
-        that changed; joining the parts is one copy of the bytes. Bytes: whoever sends
-        them cannot change what a later request is made of.
+        copies' lineage (:func:`~hango.core.identity.per_position`), so a call serializes
+        only the messages that changed; joining the parts is one copy of the bytes. The
+        fixed part (everything but the messages) is serialized once per system and tool
+        objects in the caller's ``fixed`` memo (a sender keeps one), else on every call.
+        Bytes: whoever sends them cannot change what a later request is made of.
         """
-        kept = per_position(self.messages, "api_json", message_json)
-        fixed = self._fixed_json(drop)
-        tail = b"]," + fixed[1:] if len(fixed) > 2 else b"]}"
-        if not kept:
-            return [b'{"messages":[', tail]
-        parts = [b'{"messages":[' + kept[0][1:]]
-        parts.extend(itertools.islice(kept, 1, None))
-        parts.append(tail)
+        parts = per_position(self.messages, "api_json", message_json)
+        rest = self._fixed_json(drop, fixed)
+        if parts:
+            parts[0] = b'{"messages":[' + parts[0][1:]
+        else:
+            parts.append(b'{"messages":[')
+        parts.append(b"]," + rest[1:] if len(rest) > 2 else b"]}")
         return parts
 
-    def _fixed_json(self, drop: frozenset[str]) -> bytes:
-        """Everything but the messages (and the keys in ``drop``), serialized.
-
-        The loop sends the same model, system and tool objects on every call, so their JSON
-        is made once and answered by identity after that.
-        """
-        if self.model_extra:
+    def _fixed_json(self, drop: frozenset[str], memo: HeldMemo[bytes] | None) -> bytes:
+        if memo is None or self.model_extra:
             return self._dump_fixed_part(drop)
         key = (self.model, self.max_tokens, frozenset(self.model_fields_set), drop)
-        return _FIXED_PARTS.get((self.system, self.tools), key, lambda: self._dump_fixed_part(drop))
+        return memo.get((self.system, self.tools), key, lambda: self._dump_fixed_part(drop))
 
     def _dump_fixed_part(self, drop: frozenset[str]) -> bytes:
         fixed = self.model_dump(
@@ -309,11 +307,6 @@ class Request(WireModel):
         body = self.api_body()
         body.pop("max_tokens", None)
         return body
-
-
-# The serialized fixed parts, per system and tool objects and (model, max_tokens, fields
-# given, keys dropped). Bytes: nothing handed out can be changed.
-_FIXED_PARTS: HeldMemo[bytes] = HeldMemo()
 
 
 StopReason = Literal[

@@ -30,6 +30,7 @@ from hango.core.errors import (
     ProviderError,
     TransientProviderError,
 )
+from hango.core.identity import HeldMemo
 from hango.core.messages import Request, Response
 from hango.core.settings import Settings
 from hango.providers.base import Capabilities
@@ -130,6 +131,9 @@ class AnthropicProvider:
             ) from None
         # Counting is a cheap pre-check with its own deadline: a retry would only blow it.
         self._counting_client = self._client.with_options(max_retries=0)
+        # The serialized fixed part of the requests sent (system, tools), per those objects:
+        # a loop sends the same ones on every call.
+        self._fixed: HeldMemo[bytes] = HeldMemo()
         self._capabilities = Capabilities(prompt_caching=prompt_caching)
 
     @classmethod
@@ -161,7 +165,7 @@ class AnthropicProvider:
         its copying and serializing of a long history's JSON on every call.
         """
         self._require_credentials()
-        body = request.api_bytes()
+        body = request.api_bytes(fixed=self._fixed)
         content = self._guarded(lambda: self._post(self._client, "/v1/messages", body))
         response = self._guarded(lambda: _parse_response(content, request.model))
         if response.stop_reason == "model_context_window_exceeded":
@@ -175,7 +179,7 @@ class AnthropicProvider:
     def count_tokens(self, request: Request, *, timeout: float) -> int:
         """The API's input-token count of ``request``, within ``timeout`` seconds, no retry."""
         self._require_credentials()
-        body = request.api_bytes(drop=_GENERATION_ONLY)
+        body = request.api_bytes(drop=_GENERATION_ONLY, fixed=self._fixed)
         client = self._counting_client
         path = "/v1/messages/count_tokens"
         content = self._guarded(lambda: self._post(client, path, body, timeout))
