@@ -261,7 +261,7 @@ def in_band(hango: Hango) -> Step:
 
     def prepare() -> None:
         prepare_round()
-        held = middleware._presummaries.get(SESSION)
+        held = middleware.presummaries.items.get(SESSION)
         if held is None:
             raise RuntimeError("the band regime holds no pre-summary: the window is off")
         held.work.result()  # ready, as a pre-summary dispatched calls ago is

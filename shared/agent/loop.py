@@ -40,11 +40,17 @@ from hango.core.messages import (
 from hango.core.price import Price
 from hango.core.profiles import FALLBACK_PRICE
 from hango.cost.meter import UsageTotals
-from hango.middleware.base import Assembly, Middleware, ModelCall, Overflow, StateHolder
+from hango.middleware.base import (
+    Assembly,
+    CanCompact,
+    Middleware,
+    ModelCall,
+    Overflow,
+    StateHolder,
+    ToolResultHook,
+)
 from hango.middleware.chain import assemble, run_chain
-from hango.middleware.filesystem import FilesystemMiddleware
 from hango.middleware.observer import LoopObserver, NullObserver
-from hango.middleware.summarization import SummarizationMiddleware
 from hango.providers.base import Provider
 from hango.store import MessageEstimate, Store
 from hango.store.leases import LeasePolicy, SessionLeases, TurnLease
@@ -136,7 +142,8 @@ class AgentLoop:
         provider: Provider,
         chain: Sequence[Middleware],
         tools: ToolRegistry,
-        filesystem: FilesystemMiddleware,
+        tool_result_hooks: Sequence[ToolResultHook] = (),
+        compaction: CanCompact | None = None,
         model: str,
         max_tokens: int = 8192,
         observer: LoopObserver | None = None,
@@ -159,7 +166,10 @@ class AgentLoop:
         self.leases = SessionLeases(store.engine)
         self.chain = tuple(chain)
         self.tools = tools
-        self.filesystem = filesystem
+        # Each tool result passes through these, in order, before it is stored.
+        self.tool_result_hooks = tuple(tool_result_hooks)
+        # Asked before a compaction is promised (None: none is ever refused).
+        self.compaction = compaction
         self.model = model
         self.max_tokens = max_tokens
         self.observer = observer or NullObserver()
@@ -310,9 +320,7 @@ class AgentLoop:
                 return ToolResultBlock(tool_use_id=use.id, content=NOTHING_TO_COMPACT)
             ctx.holder.force("tool")
             self._save_state(ctx)
-        content = self.filesystem.offload_large_result(
-            use.id, outcome.content, session_id=ctx.session_id
-        )
+        content = self.stored_result(use.id, outcome.content, ctx.session_id)
         if outcome.is_error:
             return ToolResultBlock(tool_use_id=use.id, content=content, is_error=True)
         return ToolResultBlock(tool_use_id=use.id, content=content)
@@ -323,14 +331,18 @@ class AgentLoop:
         The results of this batch are not stored yet; a stand-in user message takes their
         place, which is all the keep boundary looks at (roles, count, tool pairing).
         """
-        summarizers = [m for m in self.chain if isinstance(m, SummarizationMiddleware)]
-        if not summarizers:
+        if self.compaction is None:
             return True
         call = self._outgoing(ctx, None, None)
         pending = Message(role="user", content="(tool results of this batch)")
         messages = (*call.request.messages, pending)
-        head = call.summary_message_present
-        return any(m.can_evict(messages, head_present=head) for m in summarizers)
+        return self.compaction.can_evict(messages, head_present=call.summary_message_present)
+
+    def stored_result(self, tool_use_id: str, content: str, session_id: str) -> str:
+        """What is stored of a tool's result: ``content`` after every tool-result hook."""
+        for hook in self.tool_result_hooks:
+            content = hook.tool_result(tool_use_id, content, session_id=session_id)
+        return content
 
     # -- the lower-level API (also used by `hango replay`) ------------------------------
 

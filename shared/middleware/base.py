@@ -37,7 +37,14 @@ from hango.compaction.record import (
     RunState,
 )
 from hango.core.collection import Prefix
-from hango.core.messages import Request, Response, StoredMessage, TextBlock, ToolDefinition
+from hango.core.messages import (
+    Message,
+    Request,
+    Response,
+    StoredMessage,
+    TextBlock,
+    ToolDefinition,
+)
 
 
 @dataclass(frozen=True)
@@ -197,6 +204,19 @@ class Middleware(Protocol):
     def contribute(self, assembly: Assembly) -> Assembly: ...
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response: ...
+
+
+class ToolResultHook(Protocol):
+    """Sees each tool result before it is stored and returns what is stored instead (the
+    filesystem middleware puts a large one in a file and returns a preview naming it)."""
+
+    def tool_result(self, tool_use_id: str, content: str, *, session_id: str) -> str: ...
+
+
+class CanCompact(Protocol):
+    """Whether a compaction of these outgoing messages would evict anything at all."""
+
+    def can_evict(self, messages: Sequence[Message], *, head_present: bool) -> bool: ...
 
 
 class PassThrough:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from hango.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
-from hango.middleware import summarization
+from hango.middleware import presummary
 from hango.middleware.observer import NullObserver
 from hango.middleware.summarization import SummarizationMiddleware
 from hango.providers.scripted import text_reply
@@ -105,13 +105,13 @@ def test_a_pre_summary_over_other_messages_is_replaced_not_used(tmp_path: Path) 
     for i in range(40):
         provider.push(text_reply(f"ok {i}"))
         agent.loop.run_turn("s", FACT.format(i=i))
-        if "s" in found._presummaries:
+        if "s" in found.presummaries.items:
             break
     # As if the range had held other messages when it was summarized (another session
     # reusing the id, a history rewritten under it): other objects, and its fingerprint
     # no longer matches.
-    early = found._presummaries["s"]
-    found._presummaries["s"] = dataclasses.replace(
+    early = found.presummaries.items["s"]
+    found.presummaries.items["s"] = dataclasses.replace(
         early,
         pending=early.pending.model_copy(update={"fingerprint": "0" * 16}),
         first=early.first.model_copy(),
@@ -131,13 +131,13 @@ def test_a_pre_summary_over_other_messages_is_replaced_not_used(tmp_path: Path) 
 def fingerprints_counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Every fingerprint the middleware makes, by the length of the range it encodes."""
     made: list[int] = []
-    real = summarization.range_fingerprint
+    real = presummary.range_fingerprint
 
     def counting(evicted: Any) -> str:
         made.append(len(evicted))
         return real(evicted)
 
-    monkeypatch.setattr(summarization, "range_fingerprint", counting)
+    monkeypatch.setattr(presummary, "range_fingerprint", counting)
     return made
 
 
@@ -153,7 +153,7 @@ def test_a_ready_pre_summary_is_checked_without_encoding_its_range(
         result = agent.loop.run_turn("s", FACT.format(i=i))
         if result.compactions:
             break
-        calls_in_band += "s" in found._presummaries
+        calls_in_band += "s" in found.presummaries.items
     else:
         raise AssertionError("no compaction in 40 turns")
 
@@ -170,11 +170,11 @@ def test_other_objects_with_the_same_content_are_checked_once_then_pinned(
     for i in range(40):
         provider.push(text_reply(f"ok {i}"))
         agent.loop.run_turn("s", FACT.format(i=i))
-        if "s" in found._presummaries:
+        if "s" in found.presummaries.items:
             break
     # As if the loop had read the session back from the store: equal messages, other objects.
-    early = found._presummaries["s"]
-    found._presummaries["s"] = dataclasses.replace(
+    early = found.presummaries.items["s"]
+    found.presummaries.items["s"] = dataclasses.replace(
         early, first=early.first.model_copy(), last=early.last.model_copy()
     )
     made = fingerprints_counted(monkeypatch)
