@@ -281,13 +281,21 @@ class Request(WireModel):
         objects in the caller's ``fixed`` memo (a sender keeps one), else on every call.
         Bytes: whoever sends them cannot change what a later request is made of.
         """
-        parts = per_position(self.messages, "api_json", message_json)
+        parts = self.messages_parts()
         rest = self._fixed_json(drop, fixed)
+        parts[0] = b'{"messages":' + parts[0]
+        parts[-1] = b"]," + rest[1:] if len(rest) > 2 else b"]}"
+        return parts
+
+    def messages_parts(self) -> list[bytes]:
+        """The JSON array of the messages in parts, a fresh list: ``[`` and the first
+        message's kept serialized JSON, one part per further message, then ``]``."""
+        parts = per_position(self.messages, "api_json", message_json)
         if parts:
-            parts[0] = b'{"messages":[' + parts[0][1:]
+            parts[0] = b"[" + parts[0][1:]
         else:
-            parts.append(b'{"messages":[')
-        parts.append(b"]," + rest[1:] if len(rest) > 2 else b"]}")
+            parts.append(b"[")
+        parts.append(b"]")
         return parts
 
     def _fixed_json(self, drop: frozenset[str], memo: HeldMemo[bytes] | None) -> bytes:
