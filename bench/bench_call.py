@@ -7,13 +7,21 @@ CPU time (``time.process_time``) medians, for each size:
 
 - ``hango steady``: one agent step after the loop has seen the history: the previous
   tool round appended and the model's reply made (not timed), then ``call_model`` through
-  the whole chain, plus ``api_body()`` of the request (what the Anthropic provider hands
-  the SDK); the provider caches prompts like the Anthropic one, so the breakpoints are
-  placed too;
+  the whole chain, plus ``api_parts()`` of the request (the body the Anthropic provider
+  joins and sends through the SDK); the provider caches prompts like the Anthropic one, so
+  the breakpoints are placed too;
 - ``hango cold``: a fresh agent (new loop, estimator and caches) over the stored session,
   loading it and making the first call;
+- ``hango in-band``: regime (b), the steady call with the window sized so the request
+  sits between the pre-summary watermark and the trigger, a ready pre-summary held;
+- ``hango truncation-step``: regime (c), the call that moves the truncation cut;
 - ``hango compacting``: the call that crosses the trigger and compacts, with an instant
-  summarizer and an in-memory offloader (so the summarizer itself is not measured);
+  summarizer and an in-memory offloader (so the summarizer itself is not measured), and
+  regime (d), the same call with the default wiring's ports: the real offload to the local
+  history directory and the summarizer building its real prompt for an instant model;
+- ``hango whole call``: regime (f), the steady call through the Anthropic provider and the
+  real SDK to a loopback HTTP server (its own process), beside the same body POSTed
+  pre-serialized with the SDK's own HTTP client;
 - ``json.dumps``: of the exact body hango's steady call sent, the floor of any sender;
 - the peers' hooks and whole stacks (see ``bench.bench_call_peers``).
 
@@ -28,6 +36,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -37,18 +46,36 @@ from pathlib import Path
 from typing import Any
 
 from bench import bench_call_peers as peers
+from bench.loopback import loopback_api
+from hango.agent.loop import TurnContext
 from hango.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
 from hango.compaction.record import RunState
+from hango.core.identity import HeldMemo
 from hango.core.messages import Message, Request, Response, TextBlock, Usage
 from hango.core.settings import load_settings
 from hango.middleware.base import StateHolder
-from hango.providers.base import Capabilities
+from hango.middleware.summarization import SummarizationMiddleware
+from hango.providers.anthropic import AnthropicProvider
+from hango.providers.base import Capabilities, Provider
 from hango.providers.scripted import ScriptedProvider
 from hango.store import Store
 from hango.wiring.agent import Agent, build_agent
 
 SESSION = "bench"
 STEADY_WINDOW = 1_000_000_000
+# Where the request sits in its window: between the watermark (0.70) and the trigger (0.85)
+# with room for the rounds appended while timing; under the watermark, past half the trigger
+# (where a truncation step that clears enough is taken).
+BAND_SHARE = 0.74
+STEP_SHARE = 0.6
+
+STEADY = "hango steady call + body"
+BAND = "hango in-band call + body"
+STEP = "hango truncation-step call + body"
+COMPACTING = "hango compacting call + body"
+REAL_COMPACTING = "hango compacting call, real offload + prompt"
+WHOLE = "hango whole call via SDK, loopback"
+POST = "pre-serialized POST, same client"
 
 
 class InstantSummarizer:
@@ -73,6 +100,21 @@ def instant_reply(request: Request) -> Response:
     return reply_to(request.model, len(request.messages))
 
 
+SUMMARY = "## Task\nThe user asked for a refactor of the parser.\n" + "- step done\n" * 120
+
+
+def summary_reply(request: Request) -> Response:
+    """The summarizing model's instant answer: a summary of a plausible length."""
+    usage = Usage.model_construct(input_tokens=len(request.messages) * 450, output_tokens=400)
+    return Response.model_construct(
+        id="msg_summary",
+        model=request.model,
+        content=(TextBlock(text=SUMMARY),),
+        stop_reason="end_turn",
+        usage=usage,
+    )
+
+
 def reply_to(model: str, messages: int) -> Response:
     """The model's answer to a request of ``messages`` messages.
 
@@ -95,6 +137,13 @@ class Hango:
     provider: ScriptedProvider = field(default_factory=lambda: ScriptedProvider())
     agent: Agent | None = None
     prompt_caching: bool = True
+    # The default wiring's offload to the local history directory and summarizer building
+    # its real prompt (the model answers instantly), instead of stand-ins for both.
+    real_ports: bool = False
+    # The provider the agent sends through (None: the instant scripted one).
+    sender: Provider | None = None
+    # What the Anthropic provider keeps: the serialized fixed part, per system and tools.
+    fixed: HeldMemo[bytes] = field(default_factory=HeldMemo)
 
     def settings(self) -> Any:
         return load_settings(
@@ -112,13 +161,16 @@ class Hango:
         )
         # The peers' system prompt; the tools are hango's own (file tools, history tools).
         system = (TextBlock(text=peers.system_prompt()),)
+        ports: dict[str, Any] = {}
+        if not self.real_ports:
+            ports = {"summarizer": InstantSummarizer(), "offloader": MemoryOffloader()}
         agent = build_agent(
             self.settings(),
-            provider=self.provider,
-            summarizer=InstantSummarizer(),
-            offloader=MemoryOffloader(),
+            provider=self.sender or self.provider,
+            summarizer_provider=ScriptedProvider(fallback=summary_reply),
             store=store,
             system_prompt=system,
+            **ports,
         )
         self.agent = agent
         return agent
@@ -137,9 +189,9 @@ Timed = Callable[[], object]
 Step = tuple[Callable[[], None], Timed]
 
 
-def steady(hango: Hango) -> Step:
+def steady(hango: Hango, agent: Agent | None = None) -> Step:
     """Append one tool round (untimed), then the call plus the body the provider sends."""
-    agent = store_history(hango)
+    agent = agent or store_history(hango)
     # Its own provider: the cold step builds new agents (and providers) on the same Hango.
     provider = hango.provider
     loop = agent.loop
@@ -148,11 +200,7 @@ def steady(hango: Hango) -> Step:
     loop.call_model(ctx)
 
     def prepare() -> None:
-        n = next(rounds)
-        use = {"type": "tool_use", "id": f"toolu_bench_{n}", "name": "bash", "input": {"n": n}}
-        answer = {"type": "tool_result", "tool_use_id": f"toolu_bench_{n}", "content": "done"}
-        loop.append(ctx, Message.model_validate({"role": "assistant", "content": [use]}))
-        loop.append(ctx, Message.model_validate({"role": "user", "content": [answer]}))
+        append_tool_round(agent, ctx, next(rounds))
         # The model's reply is ready before the call: making it is the model's (and its
         # SDK's) work, not the layer's, and the peers' hooks make none either. The call
         # sends the previous request plus the tool round just appended.
@@ -161,7 +209,86 @@ def steady(hango: Hango) -> Step:
 
     def call() -> object:
         loop.call_model(ctx)
-        return provider.requests[-1].api_body()
+        return provider.requests[-1].api_parts(fixed=hango.fixed)
+
+    return prepare, call
+
+
+def append_tool_round(agent: Agent, ctx: TurnContext, n: int) -> None:
+    use = {"type": "tool_use", "id": f"toolu_bench_{n}", "name": "bash", "input": {"n": n}}
+    answer = {"type": "tool_result", "tool_use_id": f"toolu_bench_{n}", "content": "done"}
+    agent.loop.append(ctx, Message.model_validate({"role": "assistant", "content": [use]}))
+    agent.loop.append(ctx, Message.model_validate({"role": "user", "content": [answer]}))
+
+
+def at_share(hango: Hango, share: float) -> Agent:
+    """The stored session behind an agent whose window puts its request at ``share`` of it.
+
+    The figure is the anchored one (the provider's usage of the previous call, corrected):
+    a call on a probe agent with an unbounded window measures it; the agent returned is
+    built over the same store with the window sized from it.
+    """
+    agent = store_history(hango)
+    figure = settle(agent)
+    hango.window = int(figure / share)
+    agent = hango.build(agent.store)
+    settle(agent)  # the decisions of the new window taken (a truncation step, say), untimed
+    return agent
+
+
+def settle(agent: Agent) -> int:
+    """A turn of two calls (the second one anchored); the request's figure."""
+    ctx = agent.loop.begin_turn(SESSION)
+    agent.loop.call_model(ctx)
+    agent.loop.call_model(ctx)
+    agent.loop.end_turn(ctx)
+    return ctx.holder.input_tokens
+
+
+def summarization_of(agent: Agent) -> SummarizationMiddleware:
+    return next(m for m in agent.loop.chain if isinstance(m, SummarizationMiddleware))
+
+
+def in_band(hango: Hango) -> Step:
+    """Regime (b): the request between the watermark and the trigger, a ready pre-summary held.
+
+    Each timed call checks the pre-summary (still the same range, still worth keeping)
+    as every call in the band does; its summary was made before (untimed).
+    """
+    agent = at_share(hango, BAND_SHARE)
+    prepare_round, call = steady(hango, agent)
+    middleware = summarization_of(agent)
+
+    def prepare() -> None:
+        prepare_round()
+        held = middleware.presummaries.items.get(SESSION)
+        if held is None:
+            raise RuntimeError("the band regime holds no pre-summary: the window is off")
+        held.work.result()  # ready, as a pre-summary dispatched calls ago is
+
+    return prepare, call
+
+
+def truncation_step(hango: Hango) -> Step:
+    """Regime (c): the call that moves the truncation cut, from the uncut state each time.
+
+    The window puts the request under the watermark but past half the trigger, where a
+    step that clears enough is taken; the session's per-position memos are warm, as in a
+    live session whose step covers what lies below the keep window.
+    """
+    agent = at_share(hango, STEP_SHARE)
+    loop = agent.loop
+    ctx = loop.begin_turn(SESSION)
+    uncut = ctx.holder.state.model_copy(update={"truncated_before_seq": 0})
+
+    def prepare() -> None:
+        ctx.holder = StateHolder(uncut)
+
+    def call() -> object:
+        loop.call_model(ctx)
+        if ctx.holder.state.truncated_before_seq == 0:
+            raise RuntimeError("the truncation regime took no step: the window is off")
+        return hango.provider.requests[-1].api_parts(fixed=hango.fixed)
 
     return prepare, call
 
@@ -184,7 +311,12 @@ def cold(hango: Hango) -> Step:
 
 
 def compacting(hango: Hango) -> Step:
-    """The call that crosses the trigger and compacts, from the uncompacted state each time."""
+    """The call that crosses the trigger and compacts, from the uncompacted state each time.
+
+    With ``real_ports`` the evicted range is written to the local history file (removed
+    before each call: every call is the session's first summary, as the peers' are) and
+    the summarizer builds its prompt and calls the instant model.
+    """
     agent = store_history(hango)
     provider = hango.provider
     loop = agent.loop
@@ -192,10 +324,11 @@ def compacting(hango: Hango) -> Step:
 
     def prepare() -> None:
         ctx.holder = StateHolder(RunState())
+        shutil.rmtree(hango.root / "history", ignore_errors=True)
 
     def call() -> object:
         loop.call_model(ctx)
-        return provider.requests[-1].api_body()
+        return provider.requests[-1].api_parts(fixed=hango.fixed)
 
     return prepare, call
 
@@ -229,19 +362,91 @@ def measure(size: int, repeats: int, root: Path, caching: bool = True) -> dict[s
             root / f"steady-{size}", STEADY_WINDOW, history, prompt_caching=caching
         )
         steady_hango.root.mkdir(parents=True)
-        steps = {"hango steady call + api_body": steady(steady_hango)}
+        steps = {STEADY: steady(steady_hango)}
         steps["json.dumps of the body"] = dumps_of(steady_hango)
         steps["hango cold"] = cold(steady_hango)
+        steps[BAND] = in_band(made(root / f"band-{size}", history, caching))
+        steps[STEP] = truncation_step(made(root / f"step-{size}", history, caching))
         steps.update(peer_steps(peers.peer_steady_calls(history)))
         medians.update(_medians(interleave(steps, repeats)))
         window = peers.COMPACT_WINDOW
-        compact_hango = Hango(root / f"compact-{size}", window, history, prompt_caching=caching)
-        compact_hango.root.mkdir(parents=True)
-        steps = {"hango compacting call + api_body": compacting(compact_hango)}
-        compact_peers = peers.peer_compacting_calls(history)
+        steps = {
+            COMPACTING: compacting(made(root / f"compact-{size}", history, caching, window)),
+            REAL_COMPACTING: compacting(
+                made(root / f"real-{size}", history, caching, window, real_ports=True)
+            ),
+        }
+        compact_peers = peers.peer_compacting_calls(history, root / f"deepagents-files-{size}")
         steps.update({f"{n} (compacting)": s for n, s in peer_steps(compact_peers).items()})
         medians.update(_medians(interleave(steps, repeats)))
+    # The one regime that talks HTTP, to a server of its own on the loopback interface.
+    with loopback_api() as url:
+        steps = whole_call_steps(url, root / f"whole-{size}", history)
+        medians.update(_medians(interleave(steps, repeats)))
     return medians
+
+
+def made(
+    root: Path,
+    history: list[dict[str, Any]],
+    caching: bool,
+    window: int = STEADY_WINDOW,
+    **more: Any,
+) -> Hango:
+    root.mkdir(parents=True)
+    return Hango(root, window, history, prompt_caching=caching, **more)
+
+
+def whole_call_steps(url: str, root: Path, history: list[dict[str, Any]]) -> dict[str, Step]:
+    """Regime (f): the steady call through the Anthropic provider and the real SDK over
+    loopback HTTP, beside the same body POSTed pre-serialized with the SDK's HTTP client."""
+    sender = AnthropicProvider(api_key="bench", base_url=url, prompt_caching=True)
+    recorder = Recording(sender)
+    hango = made(root, history, True, sender=recorder)
+    agent = store_history(hango)
+    loop = agent.loop
+    ctx = loop.begin_turn(SESSION)
+    loop.call_model(ctx)
+    rounds = iter(range(10**9))
+
+    def prepare() -> None:
+        append_tool_round(agent, ctx, next(rounds))
+
+    def whole() -> object:
+        return loop.call_model(ctx)
+
+    client = sender._client._client  # the SDK's own HTTP client, its pool warm
+    headers = {"content-type": "application/json", "x-api-key": "bench"}
+
+    body = [b""]
+
+    def serialize() -> None:
+        body[0] = json.dumps(recorder.last.api_body()).encode()
+
+    def post() -> object:
+        return client.post(f"{url}/v1/messages", content=body[0], headers=headers).content
+
+    return {WHOLE: (prepare, whole), POST: (serialize, post)}
+
+
+class Recording:
+    """The provider it wraps, keeping the last request sent."""
+
+    def __init__(self, inner: AnthropicProvider) -> None:
+        self.inner = inner
+        self.last = Request(model=peers.MODEL, max_tokens=1, messages=())
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.inner.capabilities
+
+    def complete(self, request: Request) -> Response:
+        self.last = request
+        return self.inner.complete(request)
 
 
 def _medians(samples: dict[str, list[float]]) -> dict[str, float]:
@@ -253,19 +458,26 @@ def ratios(results: dict[int, dict[str, float]]) -> dict[str, float]:
     sizes = sorted(results)
     for size in sizes:
         r = results[size]
-        call = r["hango steady call + api_body"]
-        out[f"{size}: steady / json.dumps"] = call / r["json.dumps of the body"]
-        out[f"{size}: steady / deepagents hook"] = call / r["deepagents.wrap_model_call"]
-        out[f"{size}: steady / langchain hook"] = call / r["langchain.before_model"]
+        hook = r["deepagents.wrap_model_call"]
+        for label, key in (("steady", STEADY), ("in-band", BAND)):
+            out[f"{size}: {label} / json.dumps"] = r[key] / r["json.dumps of the body"]
+            out[f"{size}: {label} / deepagents hook"] = r[key] / hook
+        out[f"{size}: steady / langchain hook"] = r[STEADY] / r["langchain.before_model"]
+        out[f"{size}: truncation step / deepagents hook"] = r[STEP] / hook
         peer = r.get("deepagents.wrap_model_call (compacting)")
         if peer is not None:
-            out[f"{size}: compacting / deepagents compacting"] = (
-                r["hango compacting call + api_body"] / peer
+            out[f"{size}: compacting / deepagents compacting"] = r[COMPACTING] / peer
+            out[f"{size}: real compacting / deepagents compacting"] = r[REAL_COMPACTING] / peer
+        filed = r.get("deepagents.wrap_model_call[file backend] (compacting)")
+        if filed is not None:
+            out[f"{size}: real compacting / deepagents[file] compacting"] = (
+                r[REAL_COMPACTING] / filed
             )
+        out[f"{size}: whole call / pre-serialized POST"] = r[WHOLE] / r[POST]
     if len(sizes) > 1:
         first, last = results[sizes[0]], results[sizes[-1]]
-        key = "hango steady call + api_body"
-        out[f"steady {sizes[-1]} / steady {sizes[0]}"] = last[key] / first[key]
+        for label, key in (("steady", STEADY), ("in-band", BAND)):
+            out[f"{label} {sizes[-1]} / {label} {sizes[0]}"] = last[key] / first[key]
     return out
 
 

@@ -39,6 +39,7 @@ import gc
 import json
 import os
 import random
+import shutil
 import socket
 import statistics
 import string
@@ -47,6 +48,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 SIZES = (400, 2_000, 10_000)
@@ -594,14 +596,20 @@ def _langchain_middleware(setup: PeerSetup, trim: int | None) -> Any:
     )
 
 
-def _deepagents_middleware(setup: PeerSetup) -> Any:
-    from deepagents.backends import StoreBackend
+def _deepagents_middleware(setup: PeerSetup, files: Path | None = None) -> Any:
+    """deepagents' summarization over an in-memory store, or over files under ``files``."""
+    from deepagents.backends import FilesystemBackend, StoreBackend
     from deepagents.middleware.summarization import create_summarization_middleware
     from langgraph.store.memory import InMemoryStore
 
-    backend = StoreBackend(namespace=lambda _rt: ("bench",), store=InMemoryStore())
+    if files is not None:
+        backend: Any = FilesystemBackend(root_dir=files, virtual_mode=True)
+        clear: Callable[[], None] = lambda: shutil.rmtree(files, ignore_errors=True)  # noqa: E731
+    else:
+        backend = StoreBackend(namespace=lambda _rt: ("bench",), store=InMemoryStore())
+        clear = backend._store._data.clear
     middleware = create_summarization_middleware(setup.model, backend, summarizer=setup.summarizer)
-    middleware._bench_store = backend._store
+    middleware._bench_clear = clear
     return middleware
 
 
@@ -634,12 +642,14 @@ def _langchain_calls(
     return {f"{prefix}": hook, f"{prefix}+ChatAnthropic": stack}
 
 
-def _deepagents_calls(setup: PeerSetup) -> dict[str, Callable[[], object]]:
+def _deepagents_calls(
+    setup: PeerSetup, files: Path | None = None, name: str = "deepagents.wrap_model_call"
+) -> dict[str, Callable[[], object]]:
     from langchain.agents.middleware.types import ModelRequest, ModelResponse
     from langchain_core.messages import AIMessage
 
-    middleware = _deepagents_middleware(setup)
-    store = middleware._bench_store
+    middleware = _deepagents_middleware(setup, files)
+    clear = middleware._bench_clear
     canned = ModelResponse(result=[AIMessage(content="ok", id="canned")])
     request = ModelRequest(
         model=setup.model,
@@ -657,14 +667,14 @@ def _deepagents_calls(setup: PeerSetup) -> dict[str, Callable[[], object]]:
         return ModelResponse(result=[_model_call(setup, req.messages)])
 
     def hook() -> object:
-        store._data.clear()  # each call is a session's first summary: no history file yet
+        clear()  # each call is a session's first summary: no history file yet
         return middleware.wrap_model_call(request, canned_handler)
 
     def stack() -> object:
-        store._data.clear()
+        clear()
         return middleware.wrap_model_call(request, real_handler)
 
-    return {"deepagents.wrap_model_call": hook, "deepagents.wrap_model_call+ChatAnthropic": stack}
+    return {name: hook, f"{name}+ChatAnthropic": stack}
 
 
 def peer_steady_calls(history: Sequence[dict[str, Any]]) -> dict[str, Callable[[], object]]:
@@ -679,7 +689,9 @@ def peer_steady_calls(history: Sequence[dict[str, Any]]) -> dict[str, Callable[[
     return calls
 
 
-def peer_compacting_calls(history: Sequence[dict[str, Any]]) -> dict[str, Callable[[], object]]:
+def peer_compacting_calls(
+    history: Sequence[dict[str, Any]], files: Path | None = None
+) -> dict[str, Callable[[], object]]:
     """Like ``peer_steady_calls``, with the trigger crossed and an instant fake summarizer.
 
     Both peers use trigger 85% / keep 10% of the window. langchain is measured with
@@ -687,7 +699,8 @@ def peer_compacting_calls(history: Sequence[dict[str, Any]]) -> dict[str, Callab
     deepagents' factory) and with its class default 4000 (``[trim=4000]``), where a tool loop
     often leaves no human message in the trimmed window, so the summarizer is not called at all.
     deepagents also renders the evicted span to markdown and writes it to an in-memory
-    ``StoreBackend`` (emptied at the start of each call).
+    ``StoreBackend`` (emptied at the start of each call); with ``files``, also over its
+    ``FilesystemBackend`` writing there (emptied the same way).
     """
     setup = _setup(history, None)
     calls = {
@@ -695,6 +708,9 @@ def peer_compacting_calls(history: Sequence[dict[str, Any]]) -> dict[str, Callab
         **_langchain_calls(setup, "langchain.before_model[trim=4000]", trim=4_000),
         **_deepagents_calls(setup),
     }
+    if files is not None:
+        name = "deepagents.wrap_model_call[file backend]"
+        calls[name] = _deepagents_calls(setup, files, name)[name]
     _attach(calls, setup)
     return calls
 

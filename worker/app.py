@@ -12,7 +12,6 @@ agent's producer shares, so both sides agree on routing, serialization and limit
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from typing import Any, NoReturn
 
@@ -66,6 +65,5 @@ def refuse(error: ConfigError) -> NoReturn:
 app = _app_or_exit()
 celery = app
 
-# OpenTelemetry for the worker processes (worker_process_init); optional until it lands.
-with contextlib.suppress(ImportError):
-    import hango_worker.signals  # noqa: F401
+# OpenTelemetry for the worker processes (worker_process_init).
+import hango_worker.signals  # noqa: E402, F401

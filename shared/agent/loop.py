@@ -24,7 +24,6 @@ from hango.compaction.head import head_message
 from hango.compaction.record import CompactionReason, CompactionRecord
 from hango.compaction.repair import SendableCopy
 from hango.compaction.validate import RequestChecker
-from hango.core.collection import collection_paused
 from hango.core.errors import ContextOverflowError, InvalidInputError, InvalidRequestError
 from hango.core.identity import IdentityCache, RecentlyUsed
 from hango.core.messages import (
@@ -41,11 +40,17 @@ from hango.core.messages import (
 from hango.core.price import Price
 from hango.core.profiles import FALLBACK_PRICE
 from hango.cost.meter import UsageTotals
-from hango.middleware.base import Assembly, Middleware, ModelCall, Overflow, StateHolder
+from hango.middleware.base import (
+    Assembly,
+    CanCompact,
+    Middleware,
+    ModelCall,
+    Overflow,
+    StateHolder,
+    ToolResultHook,
+)
 from hango.middleware.chain import assemble, run_chain
-from hango.middleware.filesystem import FilesystemMiddleware
 from hango.middleware.observer import LoopObserver, NullObserver
-from hango.middleware.summarization import SummarizationMiddleware
 from hango.providers.base import Provider
 from hango.store import MessageEstimate, Store
 from hango.store.leases import LeasePolicy, SessionLeases, TurnLease
@@ -114,7 +119,6 @@ class TurnContext:
     tool_calls: int = 0
     input_tokens: int = 0
     last_response: Response | None = None
-    sent: list[Request] = field(default_factory=list)
     # The turn's hold on its session: every append is fenced by it (None: not leased).
     lease: TurnLease | None = None
     usage: UsageTotals = field(default_factory=UsageTotals)
@@ -138,7 +142,8 @@ class AgentLoop:
         provider: Provider,
         chain: Sequence[Middleware],
         tools: ToolRegistry,
-        filesystem: FilesystemMiddleware,
+        tool_result_hooks: Sequence[ToolResultHook] = (),
+        compaction: CanCompact | None = None,
         model: str,
         max_tokens: int = 8192,
         observer: LoopObserver | None = None,
@@ -161,7 +166,10 @@ class AgentLoop:
         self.leases = SessionLeases(store.engine)
         self.chain = tuple(chain)
         self.tools = tools
-        self.filesystem = filesystem
+        # Each tool result passes through these, in order, before it is stored.
+        self.tool_result_hooks = tuple(tool_result_hooks)
+        # Asked before a compaction is promised (None: none is ever refused).
+        self.compaction = compaction
         self.model = model
         self.max_tokens = max_tokens
         self.observer = observer or NullObserver()
@@ -317,9 +325,7 @@ class AgentLoop:
                 return ToolResultBlock(tool_use_id=use.id, content=NOTHING_TO_COMPACT)
             ctx.holder.force("tool")
             self._save_state(ctx)
-        content = self.filesystem.offload_large_result(
-            use.id, outcome.content, session_id=ctx.session_id
-        )
+        content = self.stored_result(use.id, outcome.content, ctx.session_id)
         if outcome.is_error:
             return ToolResultBlock(tool_use_id=use.id, content=content, is_error=True)
         return ToolResultBlock(tool_use_id=use.id, content=content)
@@ -330,14 +336,18 @@ class AgentLoop:
         The results of this batch are not stored yet; a stand-in user message takes their
         place, which is all the keep boundary looks at (roles, count, tool pairing).
         """
-        summarizers = [m for m in self.chain if isinstance(m, SummarizationMiddleware)]
-        if not summarizers:
+        if self.compaction is None:
             return True
         call = self._outgoing(ctx, None, None)
         pending = Message(role="user", content="(tool results of this batch)")
         messages = (*call.request.messages, pending)
-        head = call.summary_message_present
-        return any(m.can_evict(messages, head_present=head) for m in summarizers)
+        return self.compaction.can_evict(messages, head_present=call.summary_message_present)
+
+    def stored_result(self, tool_use_id: str, content: str, session_id: str) -> str:
+        """What is stored of a tool's result: ``content`` after every tool-result hook."""
+        for hook in self.tool_result_hooks:
+            content = hook.tool_result(tool_use_id, content, session_id=session_id)
+        return content
 
     # -- the lower-level API (also used by `hango replay`) ------------------------------
 
@@ -443,14 +453,11 @@ class AgentLoop:
         record = ctx.holder.state.latest
         copy = ctx.memory.copy
         head = self._heads.get(record, head_message) if record is not None else None
-        # The first call of a turn reads the store, and of a process repairs the whole
-        # session: a bulk build. Later calls of the turn add a tool round.
-        with collection_paused(bulk=not ctx.in_step):
-            transcript = self._transcript(ctx)
-            first = 0
-            if record is not None:
-                first = bisect.bisect_left(transcript, record.kept_from_seq, key=lambda m: m.seq)
-            messages, seqs = copy.update(transcript, head, first)
+        transcript = self._transcript(ctx)
+        first = 0
+        if record is not None:
+            first = bisect.bisect_left(transcript, record.kept_from_seq, key=lambda m: m.seq)
+        messages, seqs = copy.update(transcript, head, first)
         # The fixed part was validated once; only the messages change from call to call.
         base = ctx.base if ctx.base is not None else self._base
         request = base.model_copy(update={"messages": messages})
@@ -479,10 +486,8 @@ class AgentLoop:
 
     def _send(self, ctx: TurnContext, call: ModelCall) -> Response:
         """The end of the chain: the last guard, then the provider."""
-        checker = ctx.memory.checker
         # The first check of a process (or after a refusal) covers every message.
-        with collection_paused(bulk=not checker.trusted):
-            violations = checker.validate(call.request)
+        violations = ctx.memory.checker.validate(call.request)
         if violations:
             # The pipeline validates what it builds, so this means the stored transcript
             # itself is broken; sending it would only earn a permanent 400.
@@ -490,7 +495,6 @@ class AgentLoop:
                 "refusing to send an invalid request: " + "; ".join(v.detail for v in violations)
             )
         self.observer.request_sent(ctx.session_id, ctx.turn, call.request, call.state.input_tokens)
-        ctx.sent.append(call.request)
         ctx.model_calls += 1
         response = self.provider.complete(call.request)
         ctx.usage = ctx.usage.plus(response.usage, self.price)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hango.agent.loop import TurnResult
+from hango.agent.loop import AgentLoop, TurnResult
 from hango.cli.transcripts import Transcript, split_turns
 from hango.compaction.record import CompactionRecord
 from hango.compaction.summary_prompt import HISTORY_TOOL_NAME
@@ -31,7 +31,6 @@ from hango.core.messages import (
     ToolResultBlock,
     Usage,
 )
-from hango.middleware.filesystem import FilesystemMiddleware
 from hango.providers.base import Capabilities
 from hango.tokens import Estimator
 from hango.tools.builtin import (
@@ -168,7 +167,7 @@ def replay_transcript(
                         on_call(sent, len(so_far))
                     loop.append(ctx, message)
                 else:
-                    loop.append(ctx, as_stored(message, loop.filesystem, ctx.session_id))
+                    loop.append(ctx, as_stored(message, loop, ctx.session_id))
                 so_far.append(message)
         except BaseException as error:
             loop.end_turn(ctx, status="failed", error=f"{type(error).__name__}: {error}")
@@ -182,16 +181,14 @@ def _figures(sent: Request, so_far: list[Message], estimator: Estimator) -> Call
     return CallFigures(estimator.estimate_request(sent), estimator.estimate_request(raw))
 
 
-def as_stored(message: Message, filesystem: FilesystemMiddleware, session_id: str) -> Message:
+def as_stored(message: Message, loop: AgentLoop, session_id: str) -> Message:
     """The user message as a live turn stores it: large tool results offloaded."""
     if not any(message.tool_results()):
         return message
     blocks: list[ContentBlock] = []
     for block in message.blocks():
         if isinstance(block, ToolResultBlock) and _is_text_only(block):
-            content = filesystem.offload_large_result(
-                block.tool_use_id, block.text(), session_id=session_id
-            )
+            content = loop.stored_result(block.tool_use_id, block.text(), session_id)
             if content != block.text():
                 block = block.model_copy(update={"content": content})
         blocks.append(block)

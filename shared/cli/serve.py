@@ -30,8 +30,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--upstream",
         default=os.environ.get("HANGO_UPSTREAM_URL"),
-        help="the Messages API to forward to (default: HANGO_UPSTREAM_URL, else the "
-        "Anthropic API)",
+        help="the Messages API to forward to (default: HANGO_UPSTREAM_URL, else the Anthropic API)",
     )
     parser.add_argument(
         "--max-input-tokens",

@@ -18,10 +18,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from hango.compaction.jobs import SummaryJob
-from hango.core.identity import IdentityCache
 from hango.core.messages import (
     Message,
     RedactedThinkingBlock,
@@ -163,46 +162,69 @@ def render_transcript(
     that does not fit, the middle of the whole transcript is dropped (a quarter of the
     bound from the start, the rest from the end). Every cut is marked in the text.
     """
-    rendered = ""
-    for cap in _PAYLOAD_CAPS:
-        rendered = _render_all(evicted, cap)
-        if len(rendered) <= max_chars:
-            return rendered
-    return _drop_middle(rendered, max_chars)
-
-
-def _render_all(evicted: Sequence[StoredMessage], cap: int | None) -> str:
     names = {use.id: use.name for stored in evicted for use in stored.message.tool_uses()}
-    return "\n\n".join(_render_message(stored, names, cap) for stored in evicted)
+    pieces = [_pieces(stored, names) for stored in evicted]
+    # Each cap's length is worked out from the pieces' lengths; only the cap that fits is
+    # rendered.
+    for cap in _PAYLOAD_CAPS:
+        if _length(pieces, cap) <= max_chars:
+            return _render(pieces, cap)
+    return _drop_middle(_render(pieces, _PAYLOAD_CAPS[-1]), max_chars)
 
 
-def _render_message(stored: StoredMessage, names: dict[str, str], cap: int | None) -> str:
-    lines = [f"[seq {stored.seq}] {stored.message.role.upper()}:"]
+class _Payload(NamedTuple):
+    """A tool input, tool result or thinking text: what a cap cuts."""
+
+    text: str
+
+
+def _pieces(stored: StoredMessage, names: dict[str, str]) -> list[str | _Payload]:
+    """One message's rendering, its lines joined, the payloads left to clip."""
+    pieces: list[str | _Payload] = [f"[seq {stored.seq}] {stored.message.role.upper()}:"]
     for block in stored.message.blocks():
         if isinstance(block, TextBlock):
-            lines.append(block.text)
+            pieces += ["\n", block.text]
         elif isinstance(block, ToolUseBlock):
-            arguments = _ARGUMENTS.get(block, _arguments_json)
-            lines.append(f"[tool call {block.name} id={block.id}] {clip(arguments, cap)}")
+            arguments = _Payload(json.dumps(block.input, ensure_ascii=False))
+            pieces += [f"\n[tool call {block.name} id={block.id}] ", arguments]
         elif isinstance(block, ToolResultBlock):
             name = names.get(block.tool_use_id, "unknown tool")
             flag = " ERROR" if block.is_error else ""
-            lines.append(f"[tool result for {block.tool_use_id} ({name}){flag}]")
-            lines.append(clip(block.text(), cap))
+            header = f"\n[tool result for {block.tool_use_id} ({name}){flag}]\n"
+            pieces += [header, _Payload(block.text())]
         elif isinstance(block, ThinkingBlock):
-            lines.append(f"[thinking] {clip(block.thinking, cap)}")
+            pieces += ["\n[thinking] ", _Payload(block.thinking)]
         elif not isinstance(block, RedactedThinkingBlock):
-            lines.append(f"[{block.type} block]")
-    return "\n".join(lines)
+            pieces.append(f"\n[{block.type} block]")
+    return pieces
 
 
-# The transcript is rendered again for every payload cap tried, so the JSON of a tool
-# input is made once per block object.
-_ARGUMENTS: IdentityCache[ToolUseBlock, str] = IdentityCache()
+def _render(pieces: list[list[str | _Payload]], cap: int | None) -> str:
+    return "\n\n".join(
+        "".join(p if isinstance(p, str) else clip(p.text, cap) for p in message)
+        for message in pieces
+    )
 
 
-def _arguments_json(block: ToolUseBlock) -> str:
-    return json.dumps(block.input, ensure_ascii=False)
+def _length(pieces: list[list[str | _Payload]], cap: int | None) -> int:
+    """``len(_render(pieces, cap))``, without rendering."""
+    separators = 2 * max(len(pieces) - 1, 0)
+    return separators + sum(
+        len(p) if isinstance(p, str) else _clipped_length(p.text, cap)
+        for message in pieces
+        for p in message
+    )
+
+
+def _clipped_length(text: str, cap: int | None) -> int:
+    """``len(clip(text, cap))``."""
+    if cap is None or len(text) <= cap:
+        return len(text)
+    half = cap // 2
+    return 2 * half + len(_CUT_NOTE.format(len(text) - 2 * half))
+
+
+_CUT_NOTE = "\n[... {} characters omitted here ...]\n"
 
 
 def clip(text: str, cap: int | None) -> str:
@@ -210,8 +232,7 @@ def clip(text: str, cap: int | None) -> str:
     if cap is None or len(text) <= cap:
         return text
     half = cap // 2
-    omitted = len(text) - 2 * half
-    return f"{text[:half]}\n[... {omitted} characters omitted here ...]\n{text[-half:]}"
+    return text[:half] + _CUT_NOTE.format(len(text) - 2 * half) + text[-half:]
 
 
 def _drop_middle(text: str, max_chars: int) -> str:

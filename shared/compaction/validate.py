@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from hango.core.identity import HeldMemo, changed_positions, position_total
+from hango.core.identity import changed_positions, position_total
 from hango.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
 
 ViolationKind = Literal[
@@ -95,20 +95,14 @@ class _FixedFacts:
     empty_system: tuple[int, ...]  # the system blocks with no visible text
 
 
-# Per tools and system objects: a session sends the same ones on every call.
-_FIXED_FACTS: HeldMemo[_FixedFacts] = HeldMemo()
-
-
 def _fixed_facts(request: Request) -> _FixedFacts:
-    def make() -> _FixedFacts:
-        system = request.system_blocks()
-        fixed = [*request.tool_definitions(), *system]
-        return _FixedFacts(
-            breakpoints=sum(getattr(block, "cache_control", None) is not None for block in fixed),
-            empty_system=tuple(n for n, block in enumerate(system) if not block.text.strip()),
-        )
-
-    return _FIXED_FACTS.get((request.tools, request.system), (), make)
+    # A few tens of blocks: cheaper to look at again than to remember by identity.
+    system = request.system_blocks()
+    fixed = [*request.tool_definitions(), *system]
+    return _FixedFacts(
+        breakpoints=sum(getattr(block, "cache_control", None) is not None for block in fixed),
+        empty_system=tuple(n for n, block in enumerate(system) if not block.text.strip()),
+    )
 
 
 def validate_messages(messages: Sequence[Message]) -> list[Violation]:
@@ -121,15 +115,25 @@ def validate_messages(messages: Sequence[Message]) -> list[Violation]:
             Violation("first_not_user", 0, 'messages: first message must use the "user" role')
         )
     seen_ids: set[str] = set()
-    for index, message in enumerate(messages):
-        previous = messages[index - 1] if index > 0 else None
-        following = messages[index + 1] if index + 1 < len(messages) else None
-        is_last = following is None
-        violations.extend(_alternation(index, message, previous))
-        violations.extend(_empty_content(index, message, is_last=is_last))
+    for index in range(len(messages)):
+        violations.extend(_position_violations(messages, index, seen_ids))
+    return violations
+
+
+def _position_violations(
+    messages: Sequence[Message], index: int, seen_ids: set[str] | None
+) -> list[Violation]:
+    """The rules at one position: the message and its two neighbours (the unique ids over
+    the ids ``seen_ids`` holds, and adds to, when given)."""
+    message = messages[index]
+    previous = messages[index - 1] if index > 0 else None
+    following = messages[index + 1] if index + 1 < len(messages) else None
+    violations = _alternation(index, message, previous)
+    violations.extend(_empty_content(index, message, is_last=following is None))
+    if seen_ids is not None:
         violations.extend(_duplicate_ids(index, message, seen_ids))
-        violations.extend(_orphan_results(index, message, previous))
-        violations.extend(_missing_results(index, message, following))
+    violations.extend(_orphan_results(index, message, previous))
+    violations.extend(_missing_results(index, message, following))
     return violations
 
 
@@ -248,54 +252,6 @@ def _leading_result_ids(message: Message) -> set[str]:
     return answered
 
 
-class _Facts(NamedTuple):
-    """What the rules need to know about one message, independent of its neighbours."""
-
-    role: str
-    uses: tuple[str, ...]
-    leading: frozenset[str]
-    results: tuple[str, ...]
-    empty: bool
-    bad_text: bool
-    breakpoints: int
-
-
-def _facts(message: Message) -> _Facts:
-    """The facts of ``message``, in one pass over its blocks (the checker's per-call work)."""
-    uses: list[str] = []
-    results: list[str] = []
-    leading: list[str] = []  # the results among the message's opening blocks
-    opening = True
-    bad_text = False
-    breakpoints = 0
-    for block in message.blocks():
-        if isinstance(block, ToolResultBlock):
-            results.append(block.tool_use_id)
-            if opening:
-                leading.append(block.tool_use_id)
-            if isinstance(block.content, tuple):
-                for part in block.content:
-                    breakpoints += part.cache_control is not None
-                    if isinstance(part, TextBlock) and _text_problem(part.text) is not None:
-                        bad_text = True
-        else:
-            opening = False
-            if isinstance(block, ToolUseBlock):
-                uses.append(block.id)
-            elif isinstance(block, TextBlock) and _text_problem(block.text) is not None:
-                bad_text = True
-        breakpoints += getattr(block, "cache_control", None) is not None
-    return _Facts(
-        role=message.role,
-        uses=tuple(uses),
-        leading=frozenset(leading),
-        results=tuple(results),
-        empty=not message.content,
-        bad_text=bad_text,
-        breakpoints=breakpoints,
-    )
-
-
 def _message_breakpoints(message: Message) -> int:
     count = 0
     for block in message.blocks():
@@ -305,18 +261,30 @@ def _message_breakpoints(message: Message) -> int:
     return count
 
 
-class _MessageFacts:
-    """Per-position facts of the last message sequence seen, kept up to date by diffing."""
+class _Facts(NamedTuple):
+    """What the running counts need of one message, whatever its neighbours."""
+
+    uses: tuple[str, ...]
+    breakpoints: int
+
+
+def _facts(message: Message) -> _Facts:
+    return _Facts(tuple(use.id for use in message.tool_uses()), _message_breakpoints(message))
+
+
+class _RunningCounts:
+    """The tool-use ids and breakpoints of the last message sequence seen, kept up to date
+    by diffing: the two rules that are about the whole request, not one position."""
 
     def __init__(self) -> None:
-        self.messages: tuple[Message, ...] = ()
+        self.messages: Sequence[Message] = ()
         self.facts: list[_Facts] = []
         self.breakpoints = 0
         self.use_counts: Counter[str] = Counter()
         self.duplicated: set[str] = set()
 
-    def update(self, messages: tuple[Message, ...]) -> list[int]:
-        """Bring the facts to ``messages``; the positions that changed (new positions too)."""
+    def update(self, messages: Sequence[Message]) -> list[int]:
+        """Bring the counts to ``messages``; the positions that changed (new positions too)."""
         changed = changed_positions(self.messages, messages)
         removed = self.facts[len(messages) :]
         del self.facts[len(messages) :]
@@ -353,65 +321,39 @@ class _MessageFacts:
 class RequestChecker:
     """:func:`validate_request` for one session's successive requests, paying for the change.
 
-    Every rule is about one message and its two neighbours, except unique ``tool_use``
-    ids and the breakpoint limit, which are kept as running counts. So once a request was
-    found valid, the next one needs checking only around the positions that differ from
-    it. Whenever anything looks wrong the whole request is validated by
+    The same rule functions, run where the request may have changed: every rule is about
+    one message and its two neighbours (:func:`_position_violations`), except unique
+    ``tool_use`` ids and the breakpoint limit, kept as running counts. So once a request
+    was found valid, the next one is checked around the positions that differ from it
+    only. Whenever anything looks wrong the whole request is validated by
     :func:`validate_request`, so the answer is always exactly that function's answer.
     """
 
     def __init__(self) -> None:
-        self._known = _MessageFacts()
-        self._trusted = False
-        self._previous_length = 0
-
-    @property
-    def trusted(self) -> bool:
-        """Whether the last request checked was valid: the next check is around changes."""
-        return self._trusted
+        self._counts = _RunningCounts()
+        # The length of the last request found valid (None: none yet, or it was invalid).
+        self._valid_length: int | None = None
 
     def validate(self, request: Request) -> list[Violation]:
         messages = request.messages
-        changed = self._known.update(messages)
-        if not (self._trusted and messages and self._fine(request, changed)):
+        changed = self._counts.update(messages)
+        valid_length = self._valid_length
+        if valid_length is None or not self._fine(request, changed, valid_length):
             violations = validate_request(request)
-            self._trusted = not violations
-            self._previous_length = len(messages)
+            self._valid_length = None if violations else len(messages)
             return violations
-        self._previous_length = len(messages)
+        self._valid_length = len(messages)
         return []
 
-    def breakpoints(self, request: Request) -> int:
-        """:func:`count_breakpoints` of ``request``, from the running count."""
-        self._known.update(request.messages)
-        return self._known.breakpoints + _fixed_facts(request).breakpoints
-
-    def _fine(self, request: Request, changed: list[int]) -> bool:
-        known = self._known
+    def _fine(self, request: Request, changed: list[int], valid_length: int) -> bool:
+        counts, messages = self._counts, request.messages
         fixed = _fixed_facts(request)
-        if known.duplicated or fixed.empty_system:
+        if not messages or messages[0].role != "user" or counts.duplicated or fixed.empty_system:
             return False
-        if known.breakpoints + fixed.breakpoints > MAX_BREAKPOINTS:
+        if counts.breakpoints + fixed.breakpoints > MAX_BREAKPOINTS:
             return False
-        last = len(known.facts) - 1
-        around = {self._previous_length - 1, last}
+        last = len(messages) - 1
+        around = {valid_length - 1, last}  # the old last message may have gained a follower
         for index in changed:
             around.update((index - 1, index, index + 1))
-        return all(self._position_fine(i, last) for i in around if 0 <= i <= last)
-
-    def _position_fine(self, index: int, last: int) -> bool:
-        facts = self._known.facts
-        mine = facts[index]
-        previous = facts[index - 1] if index > 0 else None
-        following = facts[index + 1] if index < last else None
-        if previous is None and mine.role != "user":
-            return False
-        if previous is not None and previous.role == mine.role:
-            return False
-        if mine.bad_text or (mine.empty and not (index == last and mine.role == "assistant")):
-            return False
-        offered = set(previous.uses) if previous is not None else set()
-        if len(set(mine.results)) != len(mine.results) or not offered.issuperset(mine.results):
-            return False
-        answered = following.leading if following is not None else frozenset()
-        return answered.issuperset(mine.uses)
+        return not any(_position_violations(messages, i, None) for i in around if 0 <= i <= last)

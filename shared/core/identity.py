@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -33,13 +32,6 @@ class IdentityCache(Generic[T, V]):
 
     def __len__(self) -> int:
         return len(self._entries)
-
-    def peek(self, obj: T) -> V | None:
-        """The remembered value, or ``None`` when there is none."""
-        entry = self._entries.get(id(obj))
-        if entry is not None and entry[0]() is obj:
-            return entry[1]
-        return None
 
     def get(self, obj: T, compute: Callable[[T], V]) -> V:
         entry = self._entries.get(id(obj))
@@ -290,9 +282,6 @@ def changed_positions(old: Sequence[Any], new: Sequence[Any]) -> list[int]:
     """
     if old is new:
         return []
-    last = _LAST_COMPARED
-    if last is not None and last[0] is old and last[1] is new:
-        return list(last[2])
     old_t, new_t = _indexable(old), _indexable(new)
     common = min(len(old_t), len(new_t))
     candidates = _lineage_candidates(old_t, new_t)
@@ -306,19 +295,7 @@ def changed_positions(old: Sequence[Any], new: Sequence[Any]) -> list[int]:
             if i < common and not (old_t[i] is new_t[i] or old_t[i] == new_t[i])
         )
     changed.extend(range(common, len(new_t)))
-    if old is old_t and new is new_t:  # immutable both: the answer stays true
-        _remember_compared(old_t, new_t, changed)
     return changed
-
-
-# The latest pair compared and the answer: the checks, the estimate and the API body of a
-# call each compare the previous request's messages with this one's.
-_LAST_COMPARED: tuple[Sequence[Any], Sequence[Any], tuple[int, ...]] | None = None
-
-
-def _remember_compared(old: Sequence[Any], new: Sequence[Any], changed: list[int]) -> None:
-    global _LAST_COMPARED
-    _LAST_COMPARED = (old, new, tuple(changed))  # one assignment: safe for other threads
 
 
 def _indexable(items: Sequence[Any]) -> Sequence[Any]:
@@ -380,17 +357,16 @@ def per_position(sequence: Sequence[T], key: Hashable, compute: Callable[[T], V]
 
     The values of the lineage's latest sequence asked about under ``key`` are kept in its
     family; for a later member of the lineage they are brought up to date at the changed
-    positions. The list returned is the family's own, shared: read it, never change it.
-    It never changes while the caller holds it either: the family updates its list in
-    place only once nobody else holds it, and copies it first otherwise (copy on write),
-    so a caller that drops the list before the next call saves a copy of a long history.
+    positions, in place. The caller gets a copy of the list (one pointer per position),
+    its own to keep or change; the values in it are ``compute``'s, shared with later calls
+    (the API body's are bytes).
     """
     family = sequence.family if isinstance(sequence, Derived) else None
     if family is None:
         return [compute(item) for item in sequence]
     with _family_lock(family):
         values: list[V] = _follow(family, key, sequence, compute)[0]
-        return values
+        return values.copy()
 
 
 def position_total(sequence: Sequence[T], key: Hashable, compute: Callable[[T], int]) -> int:
@@ -404,6 +380,22 @@ def position_total(sequence: Sequence[T], key: Hashable, compute: Callable[[T], 
     with _family_lock(family):
         total: int = _follow(family, key, sequence, compute, totals=True)[1]
         return total
+
+
+def position_sums(
+    sequence: Sequence[T], key: Hashable, compute: Callable[[T], int], split: int
+) -> tuple[int, int]:
+    """``position_total`` and the same total over the first ``split`` positions only.
+
+    The second figure is a sum over the kept values (C speed), not a call per position.
+    """
+    family = sequence.family if isinstance(sequence, Derived) else None
+    if family is None:
+        values = [compute(item) for item in sequence]
+        return sum(values), sum(values[:split])
+    with _family_lock(family):
+        kept, total = _follow(family, key, sequence, compute, totals=True)
+        return total, sum(kept[:split])
 
 
 _FAMILY_LOCK = "lock"
@@ -440,9 +432,6 @@ def _follow(
         # raise half-way, the next call starts afresh instead of reading a half-edited list.
         del family[key]
         previous, values, total = last
-        del last
-        if _references(values) > _UNSHARED:
-            values = values.copy()  # someone still reads it (per_position hands it out)
         changed = changed_positions(previous, sequence)
         if totals:
             total -= sum(values[len(sequence) :])
@@ -459,24 +448,6 @@ def _follow(
                 values.append(value)
     family[key] = (sequence, values, total)
     return values, total
-
-
-def _references(values: list[Any]) -> int:
-    """How many references ``values`` has (its caller's variable and this call's among them)."""
-    return sys.getrefcount(values)
-
-
-def _probe_references() -> int:
-    values: list[Any] = []  # held by this variable only, as ``_follow`` holds its list
-    return _references(values)
-
-
-# What ``_references`` answers for a list only its caller's variable holds, measured with
-# the very call shape ``_follow`` uses, so it is right for this interpreter's counting.
-# Never above 3 (a variable, a parameter, the argument): a tracer reading frame locals
-# while this module is imported would count more, and a count set too high would let a
-# list someone still holds be changed; one set too low only costs a copy.
-_UNSHARED = min(_probe_references(), 3)
 
 
 class HeldMemo(Generic[V]):

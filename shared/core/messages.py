@@ -14,6 +14,7 @@ pipeline treats such a message as opaque content, like any block it does not mod
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -27,7 +28,7 @@ from pydantic import (
     field_serializer,
 )
 
-from hango.core.identity import HeldMemo, IdentityCache, per_position
+from hango.core.identity import HeldMemo, per_position
 
 JsonObject = dict[str, Any]
 
@@ -206,17 +207,10 @@ class Message(WireModel):
         return "\n".join(b.text for b in self.blocks() if isinstance(b, TextBlock))
 
 
-_API_FORMS: IdentityCache[Message, JsonObject] = IdentityCache()
-
-
-def api_form(message: Message) -> JsonObject:
-    """The message's API JSON, built once per message object and shared: do not mutate it.
-
-    A session's request repeats every stored message on every call; dumping each one
-    again would make every call cost the whole history. ``Message.to_api()`` still
-    returns a fresh object for callers that want to change it.
-    """
-    return _API_FORMS.get(message, Message.to_api)
+def message_json(message: Message) -> bytes:
+    """The message's API JSON, serialized after a comma: its part of a body's message list
+    (the first message's part goes without the comma)."""
+    return b"," + json.dumps(message.to_api(), separators=(",", ":")).encode()
 
 
 class ToolDefinition(WireModel):
@@ -261,47 +255,66 @@ class Request(WireModel):
         return self.tools or ()
 
     def api_body(self) -> JsonObject:
-        """``to_api()`` without the copying: each message's part is its shared :func:`api_form`.
+        """The body as JSON objects: :meth:`api_bytes` parsed, so nothing in it is shared.
 
-        What the provider sends. The keys come in the order ``to_api()`` gives them; the
-        message list and the objects inside are shared with other requests, so change the
-        top level only (``to_api()`` is the copy to edit). For a request whose messages
-        are a :class:`~hango.core.identity.Derived` of an earlier one, the cost is that of
-        the messages that changed: the list is the previous body's, brought up to date in
-        place once that body is dropped (copied first while it is still held).
+        A caller may change anything in it; what the provider sends is :meth:`api_bytes`.
         """
-        rest = self._fixed_part()
-        body: JsonObject = {key: rest.pop(key) for key in ("model", "max_tokens") if key in rest}
-        # The outgoing copies of a session form a lineage: the list of the previous body is
-        # copied and only the messages that changed are looked up.
-        body["messages"] = per_position(self.messages, "api_form", api_form)
-        body.update(rest)
+        body: JsonObject = json.loads(self.api_bytes())
         return body
 
-    def _fixed_part(self) -> JsonObject:
-        """Everything but the messages, as JSON (a fresh dict the caller may change).
+    def api_bytes(
+        self, drop: frozenset[str] = frozenset(), fixed: HeldMemo[bytes] | None = None
+    ) -> bytes:
+        """The body of ``POST /v1/messages`` as the provider sends it, without the keys
+        named in ``drop`` (the count endpoint refuses the generation-only ones)."""
+        return b"".join(self.api_parts(drop, fixed))
 
-        The loop sends the same model, system and tool objects on every call, so their JSON
-        is dumped once and copied after that.
+    def api_parts(
+        self, drop: frozenset[str] = frozenset(), fixed: HeldMemo[bytes] | None = None
+    ) -> list[bytes]:
+        """:meth:`api_bytes` in parts, a fresh list: one per message, then the fixed part.
+
+        Each message's serialized JSON (:func:`message_json`) is kept along the outgoing
+        copies' lineage (:func:`~hango.core.identity.per_position`), so a call serializes
+        only the messages that changed; joining the parts is one copy of the bytes. The
+        fixed part (everything but the messages) is serialized once per system and tool
+        objects in the caller's ``fixed`` memo (a sender keeps one), else on every call.
+        Bytes: whoever sends them cannot change what a later request is made of.
         """
-        if self.model_extra:
-            return self._dump_fixed_part()
-        key = (self.model, self.max_tokens, frozenset(self.model_fields_set))
-        return dict(_FIXED_PARTS.get((self.system, self.tools), key, self._dump_fixed_part))
+        parts = self.messages_parts()
+        rest = self._fixed_json(drop, fixed)
+        parts[0] = b'{"messages":' + parts[0]
+        parts[-1] = b"]," + rest[1:] if len(rest) > 2 else b"]}"
+        return parts
 
-    def _dump_fixed_part(self) -> JsonObject:
-        return self.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"messages"})
+    def messages_parts(self) -> list[bytes]:
+        """The JSON array of the messages in parts, a fresh list: ``[`` and the first
+        message's kept serialized JSON, one part per further message, then ``]``."""
+        parts = per_position(self.messages, "api_json", message_json)
+        if parts:
+            parts[0] = b"[" + parts[0][1:]
+        else:
+            parts.append(b"[")
+        parts.append(b"]")
+        return parts
+
+    def _fixed_json(self, drop: frozenset[str], memo: HeldMemo[bytes] | None) -> bytes:
+        if memo is None or self.model_extra:
+            return self._dump_fixed_part(drop)
+        key = (self.model, self.max_tokens, frozenset(self.model_fields_set), drop)
+        return memo.get((self.system, self.tools), key, lambda: self._dump_fixed_part(drop))
+
+    def _dump_fixed_part(self, drop: frozenset[str]) -> bytes:
+        fixed = self.model_dump(
+            mode="json", by_alias=True, exclude_unset=True, exclude={"messages", *drop}
+        )
+        return json.dumps(fixed, separators=(",", ":")).encode()
 
     def count_tokens_body(self) -> JsonObject:
         """The body for ``/v1/messages/count_tokens`` (no ``max_tokens`` there)."""
         body = self.api_body()
         body.pop("max_tokens", None)
         return body
-
-
-# The JSON of recent fixed parts, per system and tool objects and (model, max_tokens,
-# fields given). Its values are shared: only copies leave it.
-_FIXED_PARTS: HeldMemo[JsonObject] = HeldMemo()
 
 
 StopReason = Literal[

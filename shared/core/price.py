@@ -28,23 +28,6 @@ class Price(BaseModel):
     cache_read: float = Field(ge=0)
     output: float = Field(ge=0)
 
-    @classmethod
-    def from_base(
-        cls,
-        base_input: float,
-        output: float,
-        *,
-        write_multiplier: float = CACHE_WRITE_5M_MULTIPLIER,
-        read_multiplier: float = CACHE_READ_MULTIPLIER,
-    ) -> Price:
-        """The rates of a model that follows the published cache multipliers."""
-        return cls(
-            base_input=base_input,
-            cache_write_5m=base_input * write_multiplier,
-            cache_read=base_input * read_multiplier,
-            output=output,
-        )
-
     def input_cost(self, read: int, write: int, uncached: int) -> float:
         """USD for a prompt split into cache reads, 5-minute cache writes and uncached tokens."""
         per_mtok = read * self.cache_read + write * self.cache_write_5m + uncached * self.base_input

@@ -26,8 +26,7 @@ import httpx2
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from hango.core.errors import ContextOverflowError, ProviderError
-from hango.core.identity import IdentityCache
-from hango.core.messages import JsonObject, Message, Request, Response, api_form
+from hango.core.messages import JsonObject, Request, Response
 from hango.gateway.sse import MessageBuilder, events
 from hango.providers.anthropic import bad_request_error
 
@@ -195,22 +194,15 @@ def _error_message(raw: bytes) -> str:
         return raw[:200].decode("utf-8", "replace")
 
 
-# Each message's JSON text, made once per message object: a session's request repeats
-# every stored message on every call, and encoding them all again would cost the history.
-_ENCODED: IdentityCache[Message, str] = IdentityCache()
-
-
-def _encoded(message: Message) -> str:
-    return _ENCODED.get(message, lambda m: json.dumps(api_form(m)))
-
-
 def upstream_body(raw: JsonObject, request: Request) -> bytes:
     """The client's body with the messages the pipeline built; every other field as sent.
 
     The fields keep the client's order and the messages come last (the order of an
     object's keys means nothing to the API).
     """
-    rest = json.dumps({key: value for key, value in raw.items() if key != "messages"})
-    messages = ",".join(map(_encoded, request.messages))
-    opening = rest[:-1] + ", " if len(rest) > 2 else "{"
-    return f'{opening}"messages": [{messages}]}}'.encode()
+    rest = json.dumps({key: value for key, value in raw.items() if key != "messages"}).encode()
+    # Each message's serialized JSON is kept along the session's outgoing copies.
+    parts = request.messages_parts()
+    parts[0] = (rest[:-1] + b', "messages": ' if len(rest) > 2 else b'{"messages": ') + parts[0]
+    parts.append(b"}")
+    return b"".join(parts)

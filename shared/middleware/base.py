@@ -24,6 +24,7 @@ breakpoint just before it).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,15 @@ from hango.compaction.record import (
     PendingSummary,
     RunState,
 )
-from hango.core.messages import Request, Response, StoredMessage, TextBlock, ToolDefinition
+from hango.core.collection import Prefix
+from hango.core.messages import (
+    Message,
+    Request,
+    Response,
+    StoredMessage,
+    TextBlock,
+    ToolDefinition,
+)
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,29 @@ class ModelCall:
     def summary_message_present(self) -> bool:
         return bool(self.seqs) and self.seqs[0] is None
 
+    def index_of_seq(self, seq: int) -> int:
+        """The index of the first outgoing message at or after sequence number ``seq``.
+
+        Stored messages go out in sequence order and only the summary message (first) has
+        no sequence number, so the rest is sorted: a binary search.
+        """
+        first = 1 if self.summary_message_present else 0
+        seqs = self.seqs
+        if isinstance(seqs, Prefix):  # the loop's view: searched at C speed
+            return seqs.bisect_left(seq, first)
+        return bisect.bisect_left(seqs, seq, lo=first, key=_seq_key)
+
+    def index_of(self, seq: int) -> int | None:
+        """The index of the outgoing message with sequence number ``seq``, if it is sent."""
+        index = self.index_of_seq(seq)
+        return index if index < len(self.seqs) and self.seqs[index] == seq else None
+
+
+def _seq_key(seq: int | None) -> int:
+    if seq is None:
+        raise ValueError("only the first outgoing message may lack a sequence number")
+    return seq
+
 
 Handler = Callable[[ModelCall], Response]
 
@@ -172,6 +204,19 @@ class Middleware(Protocol):
     def contribute(self, assembly: Assembly) -> Assembly: ...
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response: ...
+
+
+class ToolResultHook(Protocol):
+    """Sees each tool result before it is stored and returns what is stored instead (the
+    filesystem middleware puts a large one in a file and returns a preview naming it)."""
+
+    def tool_result(self, tool_use_id: str, content: str, *, session_id: str) -> str: ...
+
+
+class CanCompact(Protocol):
+    """Whether a compaction of these outgoing messages would evict anything at all."""
+
+    def can_evict(self, messages: Sequence[Message], *, head_present: bool) -> bool: ...
 
 
 class PassThrough:

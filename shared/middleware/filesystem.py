@@ -5,11 +5,12 @@
 the files and the two history directories. One registry feeds both the definitions the
 model sees and the tools the loop executes, so the two cannot drift apart.
 
-``offload_large_result`` runs when a tool result is produced, before it is stored: a
-result over ``max_result_tokens`` is written in full to ``/large_tool_results/{session}/{id}`` and
-the stored result becomes a head/tail preview naming that path. The transcript then holds
-the preview from the start, so every later request is smaller and stays byte-identical
-(nothing is rewritten later, which keeps the prompt cache valid).
+``tool_result`` (the loop's tool-result hook) runs when a tool result is produced,
+before it is stored: a result over ``max_result_tokens`` is written in full to
+``/large_tool_results/{session}/{id}`` and the stored result becomes a head/tail preview
+naming that path. The transcript then holds the preview from the start, so every later
+request is smaller and stays byte-identical (nothing is rewritten later, which keeps the
+prompt cache valid).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class FilesystemMiddleware(PassThrough):
         files = TextBlock(text=FILES_PROMPT)
         return assembly.add(system=(files,), tools=self.tools.definitions())
 
-    def offload_large_result(self, tool_use_id: str, content: str, *, session_id: str) -> str:
+    def tool_result(self, tool_use_id: str, content: str, *, session_id: str) -> str:
         """``content`` itself, or a preview naming the file that now holds it in full.
 
         The file is the session's own (``/large_tool_results/{session}/{id}``); an id the

@@ -82,6 +82,17 @@ class CachePolicy:
     estimator: Estimator | None = None
     # The fixed part's estimate, remembered across calls (always made from ``estimator``).
     fixed: FixedEstimate | None = field(default=None, init=False, compare=False, repr=False)
+    # The marked form of a message, per message object and set of positions: a breakpoint
+    # that stays where it is (the summary message, a bridge) is then the very same object
+    # call after call, and nothing derived from it is redone.
+    marked: IdentityCache[Message, dict[frozenset[int], Message]] = field(
+        default_factory=IdentityCache, init=False, compare=False, repr=False
+    )
+    # The marked system blocks, per system tuple and marks: the loop sends the same system
+    # on every call, so the marked copy, and the JSON made from it, are made once.
+    marked_systems: HeldMemo[tuple[TextBlock, ...]] = field(
+        default_factory=HeldMemo, init=False, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         if self.estimator is not None:
@@ -149,7 +160,7 @@ def place_breakpoints(
         if not sizes.reaches(target, policy.min_tokens):
             continue
         chosen.append(target)
-    return _marked(request, chosen) if chosen else request
+    return _marked(request, chosen, policy) if chosen else request
 
 
 def _automatic(request: Request) -> int:
@@ -256,11 +267,13 @@ class _PrefixSizes:
         return False
 
 
-def _marked(request: Request, chosen: Sequence[_Target]) -> Request:
+def _marked(request: Request, chosen: Sequence[_Target], policy: CachePolicy) -> Request:
     update: dict[str, object] = {}
     system_marks = {index for where, index in chosen if where == "system"}
     if system_marks:
-        update["system"] = _marked_system(request.system_blocks(), frozenset(system_marks))
+        update["system"] = _marked_system(
+            request.system_blocks(), frozenset(system_marks), policy.marked_systems
+        )
     by_message: dict[int, set[int]] = {}
     for where, index in chosen:
         if isinstance(where, int):
@@ -268,31 +281,23 @@ def _marked(request: Request, chosen: Sequence[_Target]) -> Request:
     if by_message:
         messages = request.messages
         update["messages"] = replaced(
-            messages, {n: _mark_blocks(messages[n], frozenset(p)) for n, p in by_message.items()}
+            messages,
+            {n: _mark_blocks(messages[n], frozenset(p), policy) for n, p in by_message.items()},
         )
     return request.model_copy(update=update)
 
 
-# The marked form of a message, per message object and set of positions: a breakpoint
-# that stays where it is (the summary message, a bridge) is then the very same object
-# call after call, and nothing derived from it is redone.
-_MARKED: IdentityCache[Message, dict[frozenset[int], Message]] = IdentityCache()
-
-
-# The marked system blocks, per system tuple and marks: the loop sends the same system on
-# every call, so the marked copy, and the JSON dumped from it, are made once.
-_MARKED_SYSTEMS: HeldMemo[tuple[TextBlock, ...]] = HeldMemo()
-
-
-def _marked_system(system: tuple[TextBlock, ...], marks: frozenset[int]) -> tuple[TextBlock, ...]:
+def _marked_system(
+    system: tuple[TextBlock, ...], marks: frozenset[int], memo: HeldMemo[tuple[TextBlock, ...]]
+) -> tuple[TextBlock, ...]:
     def mark() -> tuple[TextBlock, ...]:
         return tuple(_with_marker(b) if n in marks else b for n, b in enumerate(system))
 
-    return _MARKED_SYSTEMS.get((system,), (marks,), mark)
+    return memo.get((system,), (marks,), mark)
 
 
-def _mark_blocks(message: Message, positions: frozenset[int]) -> Message:
-    forms = _MARKED.get(message, lambda _: {})
+def _mark_blocks(message: Message, positions: frozenset[int], policy: CachePolicy) -> Message:
+    forms = policy.marked.get(message, lambda _: {})
     known = forms.get(positions)
     if known is None:
         blocks = message.blocks()

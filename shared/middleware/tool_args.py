@@ -25,10 +25,7 @@ a tenth of the price) does not happen at all.
 
 from __future__ import annotations
 
-import bisect
-
 from hango.compaction.tool_args import TruncationLedger, TruncationMemo
-from hango.core.collection import Prefix
 from hango.core.identity import RecentlyUsed
 from hango.core.messages import Response
 from hango.core.profiles import ModelProfile
@@ -76,7 +73,7 @@ class ToolArgTruncationMiddleware(PassThrough):
         ledger = self._ledgers.get(call.session_id, self._new_ledger)
         previous = call.state.state.truncated_before_seq
         before_seq = self._step(call, ledger)
-        cut = _index_of_seq(call, before_seq)
+        cut = call.index_of_seq(before_seq)
         if cut <= _first_stored(call):
             # Below the cut lies at most the summary message, which has no tool blocks: the
             # copy goes out as it is. The ledger serves positions below a cut only; it
@@ -88,7 +85,7 @@ class ToolArgTruncationMiddleware(PassThrough):
             return call_next(call)
         self.observer.tool_args_truncated(call.session_id, call.turn, result.truncated)
         request = call.request.model_copy(update={"messages": result.messages})
-        changed = _index_of_seq(call, previous) if before_seq > previous else call.changed_from
+        changed = call.index_of_seq(previous) if before_seq > previous else call.changed_from
         return call_next(call.evolve(request=request, changed_from=changed))
 
     def _new_ledger(self) -> TruncationLedger:
@@ -105,7 +102,7 @@ class ToolArgTruncationMiddleware(PassThrough):
         target = _seq_from(call, max(first_real, protect_from))
         if target is None or target <= current:
             return current
-        start = _index_of_seq(call, current)
+        start = call.index_of_seq(current)
         if not self._worth_it(call, ledger, start, max(first_real, protect_from)):
             return current
         call.state.truncate_before(target)
@@ -143,22 +140,3 @@ def _seq_from(call: ModelCall, index: int) -> int | None:
         if seq is not None:
             return seq  # only the summary message (first) has none: at most one step
     return None
-
-
-def _index_of_seq(call: ModelCall, seq: int) -> int:
-    """The index of the first outgoing message at or after sequence number ``seq``.
-
-    Stored messages go out in sequence order and only the summary message (first) has no
-    sequence number, so the rest is sorted: a binary search.
-    """
-    first = _first_stored(call)
-    seqs = call.seqs
-    if isinstance(seqs, Prefix):  # the loop's view: searched at C speed
-        return seqs.bisect_left(seq, first)
-    return bisect.bisect_left(seqs, seq, lo=first, key=_seq_key)
-
-
-def _seq_key(seq: int | None) -> int:
-    if seq is None:
-        raise ValueError("only the first outgoing message may lack a sequence number")
-    return seq

@@ -16,14 +16,12 @@ chain, so the product error is raised outside the ``except`` block, with no chai
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anthropic
-from anthropic.resources.messages import Messages
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from hango.core.errors import (
     ConfigError,
@@ -32,7 +30,8 @@ from hango.core.errors import (
     ProviderError,
     TransientProviderError,
 )
-from hango.core.messages import JsonObject, Request, Response
+from hango.core.identity import HeldMemo
+from hango.core.messages import Request, Response
 from hango.core.settings import Settings
 from hango.providers.base import Capabilities
 
@@ -56,33 +55,10 @@ _GENERATION_ONLY = frozenset(
     {"max_tokens", "stream", "stop_sequences", "temperature", "top_p", "top_k", "metadata"}
     | {"service_tier", "inference_geo", "container", "diagnostics"}
 )
-_SDK_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 # Anthropic API keys and OAuth tokens, scrubbed even when the configured secret is unknown.
 _KEY_PATTERN = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
 
 T = TypeVar("T")
-
-
-def _body_keywords(method: Callable[..., Any]) -> frozenset[str]:
-    """The body keys an SDK method takes as keyword arguments."""
-    return frozenset(inspect.signature(method).parameters) - _SDK_OPTIONS - {"self"}
-
-
-_CREATE_KEYS = _body_keywords(Messages.create)
-_COUNT_KEYS = _body_keywords(Messages.count_tokens)
-
-
-def sdk_arguments(body: JsonObject, accepted: frozenset[str]) -> dict[str, Any]:
-    """Keyword arguments that make the SDK POST exactly ``body``.
-
-    Keys the SDK method has no parameter for (newer or beta API fields) travel in
-    ``extra_body``, which the SDK merges into the JSON unchanged.
-    """
-    arguments: dict[str, Any] = {k: v for k, v in body.items() if k in accepted}
-    extra = {k: v for k, v in body.items() if k not in accepted}
-    if extra:
-        arguments["extra_body"] = extra
-    return arguments
 
 
 def provider_error(error: anthropic.AnthropicError, *, secret: str | None) -> ProviderError:
@@ -131,11 +107,6 @@ def _scrub(text: str, secret: str | None) -> str:
     return _KEY_PATTERN.sub("[redacted]", text)
 
 
-def _counting_body(request: Request) -> JsonObject:
-    body = request.count_tokens_body()
-    return {k: v for k, v in body.items() if k not in _GENERATION_ONLY}
-
-
 class AnthropicProvider:
     """``Provider`` and ``TokenCounter`` backed by the Anthropic Messages API."""
 
@@ -160,6 +131,9 @@ class AnthropicProvider:
             ) from None
         # Counting is a cheap pre-check with its own deadline: a retry would only blow it.
         self._counting_client = self._client.with_options(max_retries=0)
+        # The serialized fixed part of the requests sent (system, tools), per those objects:
+        # a loop sends the same ones on every call.
+        self._fixed: HeldMemo[bytes] = HeldMemo()
         self._capabilities = Capabilities(prompt_caching=prompt_caching)
 
     @classmethod
@@ -184,11 +158,16 @@ class AnthropicProvider:
         return f"AnthropicProvider(base_url={str(self._client.base_url)!r})"
 
     def complete(self, request: Request) -> Response:
-        """Send ``request`` as is; raise :mod:`hango.core.errors` on failure or overflow."""
+        """Send ``request`` as is; raise :mod:`hango.core.errors` on failure or overflow.
+
+        The body goes as the bytes the request serialized (:meth:`Request.api_bytes`),
+        through the SDK's own ``post``: its retries, timeouts, headers and errors, without
+        its copying and serializing of a long history's JSON on every call.
+        """
         self.require_credentials()
-        arguments = sdk_arguments(request.api_body(), _CREATE_KEYS)
-        raw = self._guarded(lambda: self._client.messages.with_raw_response.create(**arguments))
-        response = self._guarded(lambda: _parse_response(raw.http_response.content, request.model))
+        body = request.api_bytes(fixed=self._fixed)
+        content = self._guarded(lambda: self._post(self._client, "/v1/messages", body))
+        response = self._guarded(lambda: _parse_response(content, request.model))
         if response.stop_reason == "model_context_window_exceeded":
             raise ContextOverflowError(
                 f"{request.model}: generation stopped at the context window "
@@ -200,11 +179,20 @@ class AnthropicProvider:
     def count_tokens(self, request: Request, *, timeout: float) -> int:
         """The API's input-token count of ``request``, within ``timeout`` seconds, no retry."""
         self.require_credentials()
-        arguments = sdk_arguments(_counting_body(request), _COUNT_KEYS)
-        counted = self._guarded(
-            lambda: self._counting_client.messages.count_tokens(**arguments, timeout=timeout)
-        )
-        return counted.input_tokens
+        body = request.api_bytes(drop=_GENERATION_ONLY, fixed=self._fixed)
+        client = self._counting_client
+        path = "/v1/messages/count_tokens"
+        content = self._guarded(lambda: self._post(client, path, body, timeout))
+        return self._guarded(lambda: _parse_count(content, request.model))
+
+    @staticmethod
+    def _post(
+        client: anthropic.Anthropic, path: str, body: bytes, timeout: float | None = None
+    ) -> bytes:
+        options: dict[str, Any] = {"headers": {"Content-Type": "application/json"}}
+        if timeout is not None:
+            options["timeout"] = timeout
+        return client.post(path, content=body, cast_to=bytes, options=cast(Any, options))
 
     def _guarded(self, call: Callable[[], T]) -> T:
         """``call()``, with whatever it raises turned into a scrubbed, unchained product error."""
@@ -231,6 +219,21 @@ class AnthropicProvider:
                 "no Anthropic API key: set ANTHROPIC_API_KEY (or HANGO_ANTHROPIC_API_KEY)",
                 variable="ANTHROPIC_API_KEY",
             )
+
+
+def _parse_count(content: bytes, model: str) -> int:
+    try:
+        return _Counted.model_validate_json(content).input_tokens
+    except ValidationError as e:
+        raise ProviderError(
+            f"{model}: the token count endpoint answered with a body that is not a count: "
+            f"{e.errors()[0]['msg']} ({content[:200]!r})",
+            status=200,
+        ) from None
+
+
+class _Counted(BaseModel):
+    input_tokens: int
 
 
 def _parse_response(content: bytes, model: str) -> Response:

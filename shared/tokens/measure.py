@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Literal, TypeGuard
 
-from hango.core.identity import position_total
+from hango.core.identity import position_sums, position_total
 from hango.core.messages import Request
 from hango.tokens.base import Estimator, TokenCounter
 
@@ -139,6 +139,16 @@ class RequestEstimate:
     def __call__(self, request: Request) -> int:
         total = position_total(request.messages, self._key, self.estimator.estimate_message)
         return self.fixed(request) + total
+
+    def split(self, request: Request, index: int) -> tuple[int, int]:
+        """The request's estimate, and what its messages before ``index`` add to it.
+
+        The request without those messages is estimated at the difference: the estimate
+        of a request is additive over its messages.
+        """
+        estimate = self.estimator.estimate_message
+        total, before = position_sums(request.messages, self._key, estimate, index)
+        return self.fixed(request) + total, before
 
 
 @dataclass(frozen=True)

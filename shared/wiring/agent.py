@@ -102,6 +102,17 @@ def build_agent(
         estimator=estimator,
         tools=tools,
     )
+    summarization = SummarizationMiddleware(
+        profile=profile,
+        estimator=estimator,
+        counter=provider,
+        count_timeout=settings.count_tokens_timeout,
+        count_band=settings.count_tokens_band,
+        presummarize_frac=settings.context_presummarize_frac,
+        summarizer=summarizer,
+        offloader=offloader,
+        observer=observer,
+    )
     chain = build_chain(
         filesystem=filesystem,
         truncation=ToolArgTruncationMiddleware(
@@ -111,17 +122,7 @@ def build_agent(
             clear_at_least=settings.tool_arg_clear_at_least,
             observer=observer,
         ),
-        summarization=SummarizationMiddleware(
-            profile=profile,
-            estimator=estimator,
-            counter=provider,
-            count_timeout=settings.count_tokens_timeout,
-            count_band=settings.count_tokens_band,
-            presummarize_frac=settings.context_presummarize_frac,
-            summarizer=summarizer,
-            offloader=offloader,
-            observer=observer,
-        ),
+        summarization=summarization,
         prompt_cache=PromptCacheMiddleware(
             provider.capabilities.prompt_caching,
             CachePolicy(min_tokens=profile.min_cacheable_tokens, estimator=estimator),
@@ -133,7 +134,8 @@ def build_agent(
         provider=provider,
         chain=chain,
         tools=tools,
-        filesystem=filesystem,
+        tool_result_hooks=(filesystem,),
+        compaction=summarization,
         model=settings.model,
         max_tokens=max_tokens,
         observer=observer,

@@ -10,9 +10,14 @@ from hypothesis import strategies as st
 
 from hango.compaction.jobs import SummaryJob
 from hango.compaction.summary_prompt import (
+    _PAYLOAD_CAPS,
     MAX_LISTED_ARTIFACTS,
     SUMMARY_SECTIONS,
     SUMMARY_SYSTEM_PROMPT,
+    _drop_middle,
+    _length,
+    _pieces,
+    _render,
     artifact_index,
     build_summary_message,
     build_summary_request,
@@ -157,6 +162,26 @@ def test_any_history_gives_a_valid_bounded_summary_request(
     assert validate_request(request) == []
     assert not any(isinstance(b, ToolUseBlock) for m in request.messages for b in m.blocks())
     assert len(render_transcript(evicted, max_chars=bound)) <= bound
+
+
+@settings(max_examples=40, deadline=None)
+@given(history=histories(min_steps=1, max_steps=8), bound=st.integers(500, 60_000))
+def test_the_cap_chosen_from_lengths_is_the_first_whose_rendering_fits(
+    history: tuple[Message, ...], bound: int
+) -> None:
+    """The plain search: render at every cap in turn until one fits, else cut the middle."""
+    evicted = stored(history)
+    names = {use.id: use.name for s in evicted for use in s.message.tool_uses()}
+    pieces = [_pieces(s, names) for s in evicted]
+    rendered = ""
+    for cap in _PAYLOAD_CAPS:
+        rendered = _render(pieces, cap)
+        assert _length(pieces, cap) == len(rendered)
+        if len(rendered) <= bound:
+            break
+    else:
+        rendered = _drop_middle(rendered, bound)
+    assert render_transcript(evicted, max_chars=bound) == rendered
 
 
 # --- the artifact index -----------------------------------------------------------------

@@ -156,13 +156,6 @@ def test_input_and_output_cost_exact_on_round_figures() -> None:
     assert price.output_cost(250_000) == 5.0
 
 
-def test_from_base_applies_the_multipliers() -> None:
-    price = Price.from_base(4.0, output=20.0)
-    assert (price.base_input, price.cache_write_5m, price.output) == (4.0, 5.0, 20.0)
-    assert price.cache_read == pytest.approx(0.4)
-    assert Price.from_base(4.0, 20.0, read_multiplier=0.05).cache_read == pytest.approx(0.2)
-
-
 def test_negative_rates_are_rejected() -> None:
     with pytest.raises(ValueError, match="greater than or equal to 0"):
         Price(base_input=1.0, cache_write_5m=-1.0, cache_read=0.1, output=5.0)

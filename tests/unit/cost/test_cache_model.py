@@ -230,7 +230,9 @@ def test_relative_cost_follows_the_published_multipliers() -> None:
     # prompt-caching docs, https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching)
     # is 0.0966 + 0.0425 = 0.139 of the all-uncached cost.
     report = CacheReport(requests=1, read_tokens=966, write_tokens=34, uncached_tokens=0)
-    assert report.relative_input_cost(Price.from_base(1.0, 5.0)) == pytest.approx(0.139, abs=5e-4)
+    assert report.relative_input_cost(
+        Price(base_input=1.0, cache_write_5m=1.25, cache_read=0.1, output=5.0)
+    ) == pytest.approx(0.139, abs=5e-4)
 
 
 def test_recorded_usage_with_and_without_cache_fields() -> None:

@@ -63,20 +63,20 @@ def test_refuses_a_non_positive_limit() -> None:
         FilesystemMiddleware(MemoryHistory(), max_result_tokens=0, estimator=CharEstimator())
 
 
-# --- offload_large_result ---------------------------------------------------------------
+# --- tool_result ---------------------------------------------------------------
 
 
 def test_small_results_pass_unchanged_and_write_nothing() -> None:
     history = MemoryHistory()
     content = "x" * (LIMIT * 4)  # exactly at the limit
-    assert middleware(history).offload_large_result("toolu_1", content, session_id="s") == content
+    assert middleware(history).tool_result("toolu_1", content, session_id="s") == content
     assert history.ls("/") == []
 
 
 def test_large_results_are_saved_in_full_and_previewed() -> None:
     history = MemoryHistory()
     content = numbered(200)
-    preview = middleware(history).offload_large_result("toolu_big", content, session_id="s")
+    preview = middleware(history).tool_result("toolu_big", content, session_id="s")
 
     assert history.read("/large_tool_results/s/toolu_big") == content
     assert "saved at /large_tool_results/s/toolu_big" in preview
@@ -92,7 +92,7 @@ def test_large_results_are_saved_in_full_and_previewed() -> None:
 def test_one_huge_line_is_previewed_by_characters() -> None:
     history = MemoryHistory()
     content = "<" + "j" * 50_000 + ">"
-    preview = middleware(history).offload_large_result("toolu_json", content, session_id="s")
+    preview = middleware(history).tool_result("toolu_json", content, session_id="s")
     assert history.read("/large_tool_results/s/toolu_json") == content
     assert "<" + "j" * (PREVIEW_CHARS - 1) in preview and "j" * (PREVIEW_CHARS - 1) + ">" in preview
     assert len(preview) < 3 * PREVIEW_CHARS + 500
@@ -101,7 +101,7 @@ def test_one_huge_line_is_previewed_by_characters() -> None:
 def test_the_offloaded_result_reads_back_through_the_tools() -> None:
     history = MemoryHistory()
     fs = middleware(history)
-    fs.offload_large_result("toolu_r", numbered(30), session_id="s")
+    fs.tool_result("toolu_r", numbered(30), session_id="s")
     page = fs.tools.execute(
         ToolUseBlock(
             id="toolu_x",
@@ -125,15 +125,15 @@ def test_when_the_offload_fails_the_full_result_is_kept(
     history: MemoryHistory, tool_use_id: str
 ) -> None:
     content = numbered(200)
-    assert middleware(history).offload_large_result(tool_use_id, content, session_id="s") == content
+    assert middleware(history).tool_result(tool_use_id, content, session_id="s") == content
     assert history.ls("/") == []
 
 
 def test_a_reused_id_never_overwrites_an_earlier_result() -> None:
     history = MemoryHistory()
     fs = middleware(history)
-    first = fs.offload_large_result("toolu_1", numbered(200), session_id="s")
-    second = fs.offload_large_result("toolu_1", numbered(300), session_id="s")
+    first = fs.tool_result("toolu_1", numbered(200), session_id="s")
+    second = fs.tool_result("toolu_1", numbered(300), session_id="s")
     assert "saved at /large_tool_results/s/toolu_1;" in first
     assert "/large_tool_results/s/toolu_1_2" in second
     assert history.read("/large_tool_results/s/toolu_1") == numbered(200)

@@ -11,7 +11,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hango.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
+from hango.middleware import presummary
 from hango.middleware.observer import NullObserver
 from hango.middleware.summarization import SummarizationMiddleware
 from hango.providers.scripted import text_reply
@@ -102,13 +105,17 @@ def test_a_pre_summary_over_other_messages_is_replaced_not_used(tmp_path: Path) 
     for i in range(40):
         provider.push(text_reply(f"ok {i}"))
         agent.loop.run_turn("s", FACT.format(i=i))
-        if "s" in found._presummaries:
+        if "s" in found.presummaries.items:
             break
     # As if the range had held other messages when it was summarized (another session
-    # reusing the id, a history rewritten under it): its fingerprint no longer matches.
-    early = found._presummaries["s"]
-    found._presummaries["s"] = dataclasses.replace(
-        early, pending=early.pending.model_copy(update={"fingerprint": "0" * 16})
+    # reusing the id, a history rewritten under it): other objects, and its fingerprint
+    # no longer matches.
+    early = found.presummaries.items["s"]
+    found.presummaries.items["s"] = dataclasses.replace(
+        early,
+        pending=early.pending.model_copy(update={"fingerprint": "0" * 16}),
+        first=early.first.model_copy(),
+        last=early.last.model_copy(),
     )
 
     result = until_compacted(agent, provider)
@@ -119,6 +126,64 @@ def test_a_pre_summary_over_other_messages_is_replaced_not_used(tmp_path: Path) 
         record.summary == f"summary of {fresh.from_seq}-{fresh.to_seq} asked in turn {fresh.turn}"
     )
     assert f"asked in turn {stale.turn}" not in str(provider.requests[-1].messages[0].content)
+
+
+def fingerprints_counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every fingerprint the middleware makes, by the length of the range it encodes."""
+    made: list[int] = []
+    real = presummary.range_fingerprint
+
+    def counting(evicted: Any) -> str:
+        made.append(len(evicted))
+        return real(evicted)
+
+    monkeypatch.setattr(presummary, "range_fingerprint", counting)
+    return made
+
+
+def test_a_ready_pre_summary_is_checked_without_encoding_its_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent, provider, ports, _ = agent_with_ports(tmp_path)
+    made = fingerprints_counted(monkeypatch)
+    found = next(m for m in agent.loop.chain if isinstance(m, SummarizationMiddleware))
+    calls_in_band = 0
+    for i in range(40):
+        provider.push(text_reply(f"ok {i}"))
+        result = agent.loop.run_turn("s", FACT.format(i=i))
+        if result.compactions:
+            break
+        calls_in_band += "s" in found.presummaries.items
+    else:
+        raise AssertionError("no compaction in 40 turns")
+
+    assert calls_in_band >= 2  # the check ran on calls after the dispatch
+    assert len(made) == len(ports.jobs)  # one fingerprint per dispatch, none per check
+    assert result.compactions[0].kept_from_seq == ports.jobs[-1].to_seq + 1  # installed
+
+
+def test_other_objects_with_the_same_content_are_checked_once_then_pinned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent, provider, ports, _ = agent_with_ports(tmp_path)
+    found = next(m for m in agent.loop.chain if isinstance(m, SummarizationMiddleware))
+    for i in range(40):
+        provider.push(text_reply(f"ok {i}"))
+        agent.loop.run_turn("s", FACT.format(i=i))
+        if "s" in found.presummaries.items:
+            break
+    # As if the loop had read the session back from the store: equal messages, other objects.
+    early = found.presummaries.items["s"]
+    found.presummaries.items["s"] = dataclasses.replace(
+        early, first=early.first.model_copy(), last=early.last.model_copy()
+    )
+    made = fingerprints_counted(monkeypatch)
+
+    result = until_compacted(agent, provider)
+
+    assert len(ports.jobs) == 1  # still valid: installed, not summarized again
+    assert result.compactions[0].kept_from_seq == early.pending.to_seq + 1
+    assert made == [early.count]  # compared by content once; the match pinned the objects
 
 
 def test_the_watermark_is_off_at_or_above_the_trigger(tmp_path: Path) -> None:

@@ -30,7 +30,6 @@ from hango.middleware.base import Handler, ModelCall, PassThrough, StateHolder
 from hango.middleware.tool_args import (
     STEP_ABOVE_TRIGGER_FRAC,
     ToolArgTruncationMiddleware,
-    _index_of_seq,
 )
 from hango.providers.scripted import text_reply
 from tests.histories import (
@@ -279,5 +278,5 @@ def test_the_cut_is_found_alike_in_a_view_and_in_a_tuple(
     plain = ModelCall(
         session_id="s", turn=1, request=request, seqs=tuple(numbers), state=StateHolder()
     )
-    assert _index_of_seq(model_call, seq) == _linear_index_of_seq(plain, seq)
-    assert _index_of_seq(plain, seq) == _linear_index_of_seq(plain, seq)
+    assert model_call.index_of_seq(seq) == _linear_index_of_seq(plain, seq)
+    assert plain.index_of_seq(seq) == _linear_index_of_seq(plain, seq)

@@ -1,0 +1,66 @@
+"""A loopback Messages API for the whole-call benchmark: a canned reply over real HTTP.
+
+The server runs in its own process, so the benchmark's CPU time (``time.process_time``)
+is the client's alone: the SDK, the HTTP client and hango, not the server answering.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+REPLY = {
+    "id": "msg_loopback",
+    "type": "message",
+    "role": "assistant",
+    "model": "loopback",
+    "content": [{"type": "text", "text": "ok"}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 1000, "output_tokens": 1},
+}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: the client's pool reuses the connection
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        json.loads(self.rfile.read(length))  # a body that is not JSON would fail here
+        payload = json.dumps(REPLY).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+def _serve(port: Any) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    port.value = server.server_address[1]
+    server.serve_forever()
+
+
+@contextmanager
+def loopback_api() -> Iterator[str]:
+    """The base URL of a Messages API on 127.0.0.1, for the duration of the block."""
+    context = multiprocessing.get_context("spawn")
+    port = context.Value("i", 0)
+    process = context.Process(target=_serve, args=(port,), daemon=True)
+    process.start()
+    try:
+        while port.value == 0:
+            process.join(0.01)
+            if not process.is_alive():
+                raise RuntimeError("the loopback server did not start")
+        yield f"http://127.0.0.1:{port.value}"
+    finally:
+        process.terminate()
+        process.join()

@@ -1,0 +1,133 @@
+"""What a compaction evicts and keeps, as the summarization middleware's rungs need it.
+
+Pure functions of the call: the stored messages before a cut, the record of a summary,
+the outgoing copy with a record applied, and the window an overflow revealed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hango.compaction.head import head_message
+from hango.compaction.jobs import SummaryResult
+from hango.compaction.record import CompactionReason, CompactionRecord
+from hango.compaction.summary_prompt import artifact_index
+from hango.core.messages import Message, StoredMessage
+from hango.core.profiles import ModelProfile
+from hango.middleware.base import ModelCall
+
+# Identifiers carried in the head message's artifact index, newest last.
+MAX_ARTIFACTS = 200
+
+
+def seq_at(call: ModelCall, index: int) -> int:
+    seq = call.seqs[index]
+    if seq is None:  # pragma: no cover - a boundary never lands on the summary message
+        raise ValueError("a keep boundary landed on the summary message")
+    return seq
+
+
+def kept_from(call: ModelCall, index: int) -> int:
+    """The sequence number a cut at ``index`` keeps from (past the end: the next one)."""
+    if index < len(call.seqs):
+        return seq_at(call, index)
+    return max((m.seq for m in call.stored), default=0) + 1
+
+
+def evicted_request(call: ModelCall, kept_from_seq: int) -> str | None:
+    """The text of the user message that started this turn, when a cut at ``kept_from_seq``
+    leaves it out of the request; ``None`` when the kept messages still hold it.
+
+    A cut falls on an assistant message, so a turn that is one user message followed by
+    dozens of tool rounds (SWE-agent, OpenHands, long Claude Code turns) loses that message
+    on its first compaction: the head quotes it from then on. An earlier cut of this turn
+    already took it out of ``call.stored``; the record of that cut carries it.
+    """
+    opening = next((m for m in call.stored if m.turn == call.turn), None)
+    if opening is None or not opens_a_turn(opening.message):
+        previous = call.state.state.latest
+        same_turn = previous is not None and previous.at_turn == call.turn
+        return previous.user_request if same_turn and previous is not None else None
+    if opening.seq >= kept_from_seq:
+        return None
+    text = opening.message.text()
+    return text if text.strip() else None
+
+
+def opens_a_turn(message: Message) -> bool:
+    """A user message that is not tool results: what the user said to start a turn."""
+    return message.role == "user" and not any(message.tool_results())
+
+
+def summary_record(
+    call: ModelCall,
+    reason: CompactionReason,
+    tokens: int,
+    kept_from_seq: int,
+    evicted: Sequence[StoredMessage],
+    previous: CompactionRecord | None,
+    offload_path: str,
+    result: SummaryResult,
+) -> CompactionRecord:
+    """The record of a summary that replaces ``evicted`` (made now, or ready beforehand)."""
+    return CompactionRecord(
+        user_request=evicted_request(call, kept_from_seq),
+        at_turn=call.turn,
+        reason=reason,
+        kept_from_seq=kept_from_seq,
+        summary=result.text,
+        offload_path=offload_path,
+        tokens_before=tokens,
+        tokens_after=0,
+        evicted_messages=len(evicted),
+        summarizer=result.summarizer,
+        fallback_reason=result.fallback_reason,
+        summary_usage=result.usage,
+        artifacts=merge_artifacts(previous, evicted),
+    )
+
+
+def stored_before(call: ModelCall, kept_from_seq: int) -> tuple[StoredMessage, ...]:
+    return tuple(m for m in call.stored if m.seq < kept_from_seq)
+
+
+def merge_artifacts(
+    previous: CompactionRecord | None, evicted: Sequence[StoredMessage]
+) -> tuple[str, ...]:
+    known = dict.fromkeys(previous.artifacts if previous else ())
+    known.update(dict.fromkeys(artifact_index(evicted)))
+    # The newest ones matter most, and the index must not grow without bound.
+    return tuple(known)[-MAX_ARTIFACTS:]
+
+
+def apply_record(call: ModelCall, record: CompactionRecord, boundary: int) -> ModelCall:
+    """``[head] + kept``: the outgoing copy with the record applied."""
+    head = head_message(record)
+    messages = (head, *call.request.messages[boundary:])
+    seqs = (None, *call.seqs[boundary:])
+    stored = tuple(m for m in call.stored if m.seq >= record.kept_from_seq)
+    request = call.request.model_copy(update={"messages": messages})
+    return call.evolve(request=request, seqs=seqs, stored=stored)
+
+
+def undercount_scale(call: ModelCall) -> float:
+    """How much the pipeline's measure undercounts, from what the provider said.
+
+    When the provider reported "prompt is too long: N tokens", N against what the pipeline
+    measured for that same refused request is the undercount; truncation then aims at real
+    tokens. A refusal without a figure (stop reason ``model_context_window_exceeded``) says
+    nothing about the input alone (the output may have run out of room), so the measure
+    stands; the rung still drops at least one group.
+    """
+    overflow = call.overflow
+    if overflow is None or overflow.measured <= 0 or overflow.tokens is None:
+        return 1.0
+    return max(1.0, overflow.tokens / overflow.measured)
+
+
+def window_of(call: ModelCall, profile: ModelProfile) -> int:
+    """The profile's window, or the smaller one an overflow error revealed."""
+    revealed = call.overflow.maximum if call.overflow is not None else None
+    if revealed is not None and 0 < revealed < profile.max_input_tokens:
+        return revealed
+    return profile.max_input_tokens
