@@ -60,10 +60,6 @@ from hango.core.price import Price
 from hango.core.settings import ProfileOverride, Settings
 
 log = logging.getLogger(__name__)
-# Unknown models already warned about, in this process: a command builds more than one
-# Profiles (its report and the agent's), and the warning is said once per model.
-_WARNED_UNKNOWN: set[str] = set()
-_WARNED_LOCK = threading.Lock()
 
 FALLBACK_MAX_INPUT_TOKENS = 200_000
 FALLBACK_TRIGGER_TOKENS = 170_000
@@ -257,6 +253,7 @@ class Profiles:
         target_frac: float = 0.60,
         summarizer_model: str | None = None,
         windows: Mapping[str, int] = BUILTIN_WINDOWS,
+        warned: set[str] | None = None,
     ) -> None:
         given = dict(overrides or {})
         # Exact keys first, then their base ids, so a dated key also covers its alias.
@@ -268,6 +265,8 @@ class Profiles:
         self._summarizer_model = summarizer_model
         self._resolved: dict[str, ModelProfile] = {}
         self._lock = threading.Lock()
+        # Unknown models warned about; shared by every Profiles made from one Settings.
+        self._warned = set() if warned is None else warned
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Profiles:
@@ -277,6 +276,7 @@ class Profiles:
             keep_frac=settings.context_keep_frac,
             target_frac=settings.context_target_frac,
             summarizer_model=settings.summarizer_model,
+            warned=settings._unknown_models_warned,
         )
 
     def resolve(self, model: str) -> ModelProfile:
@@ -285,7 +285,8 @@ class Profiles:
             if profile is None:
                 profile = self._build(model)
                 self._resolved[model] = profile
-                if not profile.known:
+                if not profile.known and model not in self._warned:
+                    self._warned.add(model)
                     _warn_unknown(model)
             return profile
 
@@ -353,10 +354,6 @@ def _rates_of(model: str, override: ProfileOverride | None) -> dict[str, Any]:
 
 
 def _warn_unknown(model: str) -> None:
-    with _WARNED_LOCK:
-        if model in _WARNED_UNKNOWN:
-            return
-        _WARNED_UNKNOWN.add(model)
     log.warning(
         "model %r has no profile: compacting at %d tokens and keeping the "
         "last %d messages; describe it in HANGO_MODEL_PROFILES",

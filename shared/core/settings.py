@@ -14,7 +14,6 @@ import difflib
 import logging
 import os
 import re
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,6 +24,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     StringConstraints,
     ValidationError,
@@ -49,8 +49,6 @@ NOT_SETTINGS = frozenset({
 })  # fmt: skip
 
 log = logging.getLogger(__name__)
-_reported: set[str] = set()
-_reported_lock = threading.Lock()
 DATABASE_FILE = "hango.db"
 HISTORY_DIR = "history"
 
@@ -90,6 +88,10 @@ class Settings(BaseSettings):
         env_ignore_empty=True,
         allow_inf_nan=False,
     )
+
+    # Models already warned about as unknown: the profiles a command builds from these
+    # settings (its report's and the agent's) say it once between them.
+    _unknown_models_warned: set[str] = PrivateAttr(default_factory=set)
 
     model: ModelName = "claude-sonnet-4-6"
     model_profiles: dict[ModelName, ProfileOverride] = Field(default_factory=dict)
@@ -262,10 +264,6 @@ def _closest_setting(name: str) -> str | None:
 
 def _report_unknown_variables(environ: Mapping[str, str]) -> None:
     for name, closest in unknown_variables(environ).items():
-        with _reported_lock:
-            if name in _reported:
-                continue
-            _reported.add(name)
         hint = f"did you mean {closest}?" if closest else "see the README's configuration table"
         log.warning("%s is not a hango setting and is ignored (%s)", name, hint)
 

@@ -89,12 +89,14 @@ def test_a_dated_override_key_covers_its_base_id() -> None:
 
 
 def test_unknown_model_falls_back_and_logs_once(caplog: pytest.LogCaptureFixture) -> None:
-    profiles = Profiles()
+    made = settings()
+    profiles = Profiles.from_settings(made)
     mystery, other = f"mystery-model-{uuid.uuid4().hex}", f"other-mystery-{uuid.uuid4().hex}"
     with caplog.at_level(logging.WARNING, logger="hango.core.profiles"):
         first = profiles.resolve(mystery)
         second = profiles.resolve(mystery)
-        Profiles().resolve(mystery)  # once per process, not once per Profiles
+        # Once per settings (a command's report and its agent), not once per Profiles.
+        Profiles.from_settings(made).resolve(mystery)
         profiles.resolve(other)
     assert first == second
     assert (first.known, first.trigger_tokens) == (False, FALLBACK_TRIGGER_TOKENS)
