@@ -33,6 +33,7 @@ from hango.core.errors import (
 )
 from hango.core.messages import JsonObject, Message, Request
 from hango.core.settings import ProfileOverride, Settings
+from hango.gateway.history_rounds import HistoryRounds
 from hango.gateway.identity import store_session_id
 from hango.gateway.provider import serving
 from hango.gateway.sessions import Branches, Placement
@@ -109,10 +110,12 @@ def parsed(messages: list[JsonObject], first_index: int) -> list[Message]:
 class Gateway:
     """Runs client requests as turns; called in a worker thread per request."""
 
-    def __init__(self, store: Store, loops: Loops) -> None:
+    def __init__(self, store: Store, loops: Loops, history: HistoryRounds | None = None) -> None:
         self.store = store
         self.loops = loops
         self.branches = Branches(store)
+        # The history tool the gateway answers itself (hango.gateway.history_rounds).
+        self.history = history
 
     def serve(self, exchange: Exchange, caller: Caller) -> None:
         """Answer ``exchange`` (in this worker thread); the answer always ends."""
@@ -152,7 +155,7 @@ class Gateway:
             ctx = loop.begin_turn(placement.session_id)
             ctx.lease, ctx.base = lease, base
             ctx.assembly = Assembly(system=base.system_blocks(), tools=base.tool_definitions())
-            self._answer(loop, ctx, placement, new)
+            self._answer(loop, ctx, placement, new, caller)
 
     def _still_placed(
         self, caller: Caller, sent: list[JsonObject], placement: Placement
@@ -170,13 +173,22 @@ class Gateway:
         return again
 
     def _answer(
-        self, loop: AgentLoop, ctx: TurnContext, placement: Placement, new: list[Message]
+        self,
+        loop: AgentLoop,
+        ctx: TurnContext,
+        placement: Placement,
+        new: list[Message],
+        caller: Caller,
     ) -> None:
         try:
             for message, raw in zip(new, placement.new, strict=True):
                 loop.append(ctx, message)
                 self.branches.appended(placement.session_id, raw)
-            loop.call_model(ctx)
+            if self.history is None:
+                loop.call_model(ctx)
+            else:
+                with self.history.turn(loop, ctx, caller.tenant):
+                    loop.call_model(ctx)
         except BaseException as exc:
             loop.end_turn(ctx, status="failed", error=type(exc).__name__)
             raise
