@@ -1,0 +1,243 @@
+"""The history tool answered inside the gateway, through the real Python SDK.
+
+A scripted upstream (``tests/history_gateway_support.py``) runs Bash rounds until the
+session is compacted, then uses the history tool to recover a value only the evicted
+messages hold: several internal rounds, parallel calls, one answer mixing a history call
+with the client's own Bash call. The client must get valid messages without the tool, its
+transcript (and the store's) must never hold it, and the value must come back.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+from sqlalchemy import text
+
+from hango.core.errors import ToolInputError
+from hango.gateway.history_rounds import TenantTranscripts, offered_name, with_tool
+from hango.tools.history import HistoryScope
+from tests.fakeapi import FakeAnthropicAPI, count_input_tokens, text_reply
+from tests.gateway_support import RunningGateway, running_gateway
+from tests.history_gateway_support import (
+    BASH,
+    HISTORY,
+    MODEL,
+    QUESTION,
+    SECRET,
+    WINDOW,
+    LookupUpstream,
+    answer,
+    bash_round,
+    history_call,
+    internal_depth,
+    run_until_compacted,
+    sender,
+)
+from tests.sse_check import leaked_blocks, parse_sse, sequence_problems
+
+KEY = "sk-ant-history-rounds"
+
+
+def stored_blocks(gateway: RunningGateway) -> list[Any]:
+    with gateway.gateway.store.engine.connect() as conn:
+        rows = conn.execute(text("SELECT content FROM messages")).all()
+    blocks: list[Any] = []
+    for (content,) in rows:
+        value = json.loads(content) if isinstance(content, str) else content
+        blocks.extend(value if isinstance(value, list) else [value])
+    return blocks
+
+
+def session_usage(gateway: RunningGateway) -> tuple[int, int]:
+    query = text("SELECT uncached_input_tokens, output_tokens FROM sessions")
+    with gateway.gateway.store.engine.connect() as conn:
+        ((uncached, output),) = conn.execute(query).all()
+    return uncached, output
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["create", "stream"])
+def test_the_upstream_recovers_an_evicted_value_and_the_client_never_sees_the_tool(
+    tmp_path: Path, streaming: bool
+) -> None:
+    script = LookupUpstream()
+    with (
+        FakeAnthropicAPI(window=WINDOW, responder=script) as upstream,
+        running_gateway(upstream.base_url, tmp_path, max_input_tokens=WINDOW) as gateway,
+        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
+    ):
+        send = sender(client, "lookup", streaming)
+        history = run_until_compacted(send, script)
+        history.append({"role": "user", "content": QUESTION})
+        asked = len(upstream.message_requests())
+        lookup = send(history)
+        assert [b.type for b in lookup.content] == ["text", "text", "tool_use"]
+        assert lookup.content[2].name == "Bash" and lookup.stop_reason == "tool_use"  # type: ignore[union-attr]
+        answer(history, lookup)
+        final = send(history)
+        sent = [r.body for r in upstream.message_requests()]
+        usages = list(upstream.usages)
+        blocks = stored_blocks(gateway)
+        uncached, _ = session_usage(gateway)
+    assert final.content[0].text == f"The value was {SECRET}."  # type: ignore[union-attr]
+    # Four upstream calls: the question's, two internal rounds (the second answered with
+    # the mixed call), and the client's next request.
+    assert len(sent) == asked + 4
+    first_round, second_round = script.history_requests[:2]
+    assert SECRET in json.dumps(first_round["messages"][-1])  # the search found the evicted value
+    assert all(count_input_tokens(body) <= WINDOW for body in sent)
+    assert sent[asked]["tools"] == [BASH, with_tool({}, HISTORY)["tools"][0]]
+    # The client's transcript and the store hold no trace of the tool.
+    dumped = json.dumps(history)
+    assert HISTORY not in dumped and "toolu_h" not in dumped
+    assert not [b for b in blocks if HISTORY in json.dumps(b) or "toolu_h" in json.dumps(b)]
+    # The session record counts every upstream call, internal rounds included.
+    assert uncached == sum(u["input_tokens"] for u in usages)
+    assert second_round["messages"][-2]["content"][0]["name"] == HISTORY
+
+
+def _stream(gateway: RunningGateway, history: list[Any], session: str) -> bytes:
+    body = {"model": MODEL, "max_tokens": 2000, "tools": [BASH], "messages": history}
+    headers = {"x-api-key": KEY, "x-hango-session": session, "anthropic-version": "2023-06-01"}
+    with httpx2.stream(
+        "POST", f"{gateway.url}/v1/messages", json={**body, "stream": True}, headers=headers
+    ) as reply:
+        return b"".join(reply.iter_raw())
+
+
+def test_the_spliced_stream_is_a_valid_event_sequence(tmp_path: Path) -> None:
+    script = LookupUpstream()
+    with (
+        FakeAnthropicAPI(window=WINDOW, responder=script) as upstream,
+        running_gateway(upstream.base_url, tmp_path, max_input_tokens=WINDOW) as gateway,
+        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
+    ):
+        history = run_until_compacted(sender(client, "raw", True), script)
+        history.append({"role": "user", "content": QUESTION})
+        events = parse_sse(_stream(gateway, history, "raw"))
+    assert sequence_problems(events) == []
+    assert leaked_blocks(events, (HISTORY,)) == 0
+    starts = [d["content_block"] for n, d in events if n == "content_block_start"]
+    assert [b["type"] for b in starts] == ["text", "text", "tool_use"]
+    delta = next(d for n, d in events if n == "message_delta")
+    # Every round's output: the question's call and its two internal rounds.
+    assert delta["delta"]["stop_reason"] == "tool_use"
+    assert delta["usage"]["output_tokens"] == sum(_outputs(upstream)[-3:])
+
+
+def _outputs(upstream: FakeAnthropicAPI) -> list[int]:
+    """The output tokens of every streamed answer, from its message_delta."""
+    found = []
+    for stream in upstream.streamed:
+        events = parse_sse(b"".join(stream))
+        found.append(next(d for n, d in events if n == "message_delta")["usage"]["output_tokens"])
+    return found
+
+
+def test_internal_rounds_stop_at_the_setting_with_the_text_so_far(tmp_path: Path) -> None:
+    script = LookupUpstream()
+    searches = 0
+
+    def always_search(body: dict[str, Any]) -> dict[str, Any]:
+        nonlocal searches
+        name = body["tools"][-1]["name"]
+        if name != HISTORY:
+            return script(body)
+        searches += 1
+        call = history_call(f"toolu_s{searches}", name, command="search", query="round")
+        return {
+            "content": [{"type": "text", "text": f"s{searches}"}, call],
+            "stop_reason": "tool_use",
+        }
+
+    with (
+        FakeAnthropicAPI(window=WINDOW, responder=always_search) as upstream,
+        running_gateway(
+            upstream.base_url, tmp_path, max_input_tokens=WINDOW, gateway_history_rounds=2
+        ) as gateway,
+        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
+    ):
+        send = sender(client, "bounded", True)
+        history = run_until_compacted(send, script)
+        before = searches
+        history.append({"role": "user", "content": QUESTION})
+        reply = send(history)
+    assert searches - before == 3  # the client's call and two internal rounds
+    assert [b.text for b in reply.content] == [f"s{n}" for n in range(before + 1, searches + 1)]  # type: ignore[union-attr]
+    assert reply.stop_reason == "end_turn"  # nothing for the client to run
+
+
+def test_a_client_tool_of_the_same_name_wins_and_the_gateways_is_renamed(tmp_path: Path) -> None:
+    own = {"name": HISTORY, "description": "the client's own", "input_schema": {"type": "object"}}
+    script = LookupUpstream()
+
+    def both(body: dict[str, Any]) -> dict[str, Any]:
+        if len(body["tools"]) == 2:  # not compacted yet: the client's tools only
+            script.bash += 1
+            return bash_round(script.bash)
+        name = body["tools"][-1]["name"]
+        last = json.dumps(body["messages"][-1])
+        if QUESTION in last and internal_depth(body["messages"], name) == 0:
+            ours = history_call("toolu_g1", name, command="search", query=SECRET)
+            return {"content": [ours], "stop_reason": "tool_use"}
+        theirs = history_call("toolu_c1", HISTORY, anything=1)
+        return {"content": [{"type": "text", "text": "done"}, theirs], "stop_reason": "tool_use"}
+
+    with (
+        FakeAnthropicAPI(window=WINDOW, responder=both) as upstream,
+        running_gateway(upstream.base_url, tmp_path, max_input_tokens=WINDOW) as gateway,
+        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
+    ):
+        tools = [BASH, own]
+
+        def with_own_tool(history: list[Any]) -> anthropic.types.Message:
+            return client.messages.create(
+                model=MODEL, max_tokens=2000, tools=tools, messages=history,  # type: ignore[arg-type]
+                extra_headers={"x-hango-session": "named"},
+            )  # fmt: skip
+
+        history = run_until_compacted(with_own_tool, script)
+        history.append({"role": "user", "content": QUESTION})
+        reply = with_own_tool(history)
+        sent = [r.body for r in upstream.message_requests()]
+    assert offered_name(tools) == "hango_session_history"
+    assert (
+        sent[-1]["tools"][:2] == tools and sent[-1]["tools"][2]["name"] == "hango_session_history"
+    )
+    assert [(b.type, getattr(b, "name", None)) for b in reply.content] == [
+        ("text", None),
+        ("tool_use", HISTORY),  # the client's own tool, passed on
+    ]
+    assert SECRET in json.dumps(sent[-1]["messages"][-1])  # the gateway's tool was answered
+
+
+def test_the_tool_reads_only_sessions_served_for_their_tenant(tmp_path: Path) -> None:
+    with running_gateway("http://127.0.0.1:9", tmp_path) as gateway:
+        source = TenantTranscripts(gateway.gateway.store)
+        mine = HistoryScope("gw-one", tenant="tenant-a")
+        with source.serving(mine):
+            assert source.messages(mine) == []
+            for other in (HistoryScope("gw-one", "tenant-b"), HistoryScope("gw-one")):
+                with pytest.raises(ToolInputError, match="not this tenant's session"):
+                    source.messages(other)
+        with pytest.raises(ToolInputError):
+            source.messages(mine)  # served no longer
+
+
+def test_without_a_compaction_the_tool_is_not_offered(
+    gateway: RunningGateway, upstream: FakeAnthropicAPI
+) -> None:
+    upstream.push(text_reply("plain"))
+    with anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client:
+        reply = client.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            tools=[BASH],
+            messages=[{"role": "user", "content": "hi"}],  # type: ignore[list-item]
+        )
+    assert reply.content[0].text == "plain"  # type: ignore[union-attr]
+    assert upstream.message_requests()[-1].body["tools"] == [BASH]
