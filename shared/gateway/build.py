@@ -73,7 +73,8 @@ def build_gateway(
         )
         # The library's rule: a window too small for the tool's pages does not offer it.
         roomy = agent.profile.max_input_tokens >= HISTORY_TOOL_MIN_WINDOW
-        rounds.allow(agent.loop, model_settings.gateway_history_rounds if roomy else 0)
+        window = agent.profile.max_input_tokens
+        rounds.allow(agent.loop, model_settings.gateway_history_rounds if roomy else 0, window)
         return agent.loop
 
     loops = Loops(gateway_settings(settings, options), build_loop, options.max_input_tokens)

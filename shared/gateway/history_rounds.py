@@ -43,7 +43,6 @@ import anyio.from_thread
 from opentelemetry import trace
 
 from hango.agent.loop import AgentLoop, TurnContext
-from hango.compaction.summary_prompt import HISTORY_TOOL_NAME
 from hango.core.errors import ContextOverflowError, ProviderError, ToolInputError
 from hango.core.messages import (
     JsonObject,
@@ -55,17 +54,25 @@ from hango.core.messages import (
     ToolUseBlock,
     Usage,
 )
+from hango.gateway.history_offer import (
+    ending_of,
+    fitted,
+    for_loop,
+    internal_round_follows,
+    offered_name,
+    room,
+    with_tool,
+)
 from hango.gateway.provider import GatewayProvider, current_exchange
-from hango.gateway.splice import Ending, Splice
+from hango.gateway.splice import Splice
 from hango.gateway.upstream import ClientGoneError, Exchange, upstream_body
 from hango.store import Store
-from hango.tools.history import HistoryScope, HistoryTool, history_tool_definition
+from hango.tools.history import HistoryScope, HistoryTool
 from hango.tools.history_calls import split_history_calls
 
 log = logging.getLogger(__name__)
 
 EVENT_HISTORY_ROUND = "hango.gateway.history_round"
-RENAMED = "hango_session_history"
 
 
 @dataclass
@@ -76,6 +83,7 @@ class Plan:
     scope: HistoryScope
     rounds: int
     compacted: Callable[[], bool]
+    window: int | None = None
     extra_usage: list[Usage] = field(default_factory=list)
     calls: int = 0
 
@@ -127,18 +135,23 @@ class HistoryRounds:
         self.source = TenantTranscripts(store)
         self.tool = HistoryTool(self.source, page_chars=page_chars)
         self.rounds = rounds
-        self._rounds_of: dict[int, int] = {}
+        self._rounds_of: dict[int, tuple[int, int]] = {}
 
-    def allow(self, loop: AgentLoop, rounds: int) -> None:
-        """``loop`` may offer the tool for up to ``rounds`` internal rounds (0: never)."""
-        self._rounds_of[id(loop)] = rounds
+    def allow(self, loop: AgentLoop, rounds: int, window: int) -> None:
+        """``loop`` may offer the tool for up to ``rounds`` internal rounds (0: never), its
+        results fitting its model's ``window``."""
+        self._rounds_of[id(loop)] = (rounds, window)
 
     @contextmanager
     def turn(self, loop: AgentLoop, ctx: TurnContext, tenant: str) -> Iterator[None]:
         """The model calls of ``ctx`` (in this thread) may be answered with the tool."""
         scope = HistoryScope(ctx.session_id, tenant)
-        rounds = self._rounds_of.get(id(loop), self.rounds)
-        plan = Plan(self.tool, scope, rounds, lambda: ctx.holder.state.latest is not None)
+        rounds, window = self._rounds_of.get(id(loop), (self.rounds, None))
+
+        def compacted() -> bool:
+            return ctx.holder.state.latest is not None
+
+        plan = Plan(self.tool, scope, rounds, compacted, window)
         token = _PLAN.set(plan)
         try:
             with self.source.serving(scope):
@@ -207,14 +220,18 @@ class Rounds:
             if not internal_round_follows(outcome, name, len(responses) - 1, self.plan.rounds):
                 return responses
             calls = split_history_calls(outcome.content, name).history
-            messages += [outcome.as_message(), self._answered(calls, len(responses))]
+            results = self._answered(calls, len(responses), room(outcome, self.plan.window))
+            messages += [outcome.as_message(), results]
             splice.next_round()
 
-    def _answered(self, calls: tuple[Any, ...], round_number: int) -> Message:
-        results = []
+    def _answered(self, calls: tuple[Any, ...], round_number: int, room: int | None) -> Message:
+        outcomes = []
         for call in calls:
             assert isinstance(call, ToolUseBlock)
-            outcome = self.plan.tool.answer(call.input, self.plan.scope)
+            outcomes.append(self.plan.tool.answer(call.input, self.plan.scope))
+        outcomes = fitted(outcomes, room)
+        results = []
+        for call, outcome in zip(calls, outcomes, strict=True):
             error = {"is_error": True} if outcome.is_error else {}
             results.append(ToolResultBlock(tool_use_id=call.id, content=outcome.content, **error))
             self._observe(round_number, call, outcome.is_error)
@@ -238,62 +255,9 @@ class Rounds:
         return f"session {self.plan.scope.session_id}"
 
 
-def internal_round_follows(response: Response, name: str, done: int, limit: int) -> bool:
-    """Whether the gateway answers ``response`` and calls again: it calls only the history
-    tool, and fewer than ``limit`` internal rounds were ``done``."""
-    return split_history_calls(response.content, name).only_history and done < limit
-
-
 def _after(responses: list[Response], error: ProviderError) -> ProviderError:
     """The error to raise: a later round's overflow must not send the loop's ladder to
     build the request again (the client's answer has begun)."""
     if not responses or isinstance(error, ClientGoneError):
         return error
     return ProviderError(f"internal round {len(responses)}: {error}", status=error.status)
-
-
-def offered_name(tools: Any) -> str:
-    """The tool's name in this request: ``session_history`` unless the client's tool has it."""
-    taken = {t.get("name") for t in tools or () if isinstance(t, dict)}
-    candidates = [HISTORY_TOOL_NAME, RENAMED, *(f"{RENAMED}_{n}" for n in range(2, 100))]
-    return next(name for name in candidates if name not in taken)
-
-
-def with_tool(raw: JsonObject, name: str) -> JsonObject:
-    """The client's body with the tool's definition after the client's tools."""
-    definition = history_tool_definition(name).to_api()
-    if name != HISTORY_TOOL_NAME:
-        definition["description"] += (
-            f" (The summary calls this tool {HISTORY_TOOL_NAME}; here that name is another "
-            f"tool's, and this one is {name}.)"
-        )
-    return {**raw, "tools": [*(raw.get("tools") or ()), definition]}
-
-
-def ending_of(responses: list[Response], name: str) -> Ending:
-    """The stop reason and usage the client's message ends with."""
-    last = responses[-1]
-    stop = last.stop_reason
-    if stop == "tool_use" and not split_history_calls(last.content, name).client:
-        stop = "end_turn"  # it called only the history tool: nothing for the client to run
-    if len(responses) == 1:
-        return Ending(stop, {})
-    usage: JsonObject = {
-        "input_tokens": last.usage.input_tokens,
-        "output_tokens": sum(r.usage.output_tokens for r in responses),
-    }
-    for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
-        value = getattr(last.usage, key)
-        if value is not None:
-            usage[key] = value
-    return Ending(stop, usage)
-
-
-def for_loop(responses: list[Response], name: str, ending: Ending) -> Response:
-    """The message the loop reads: what the client got, with the first round's usage (the
-    request the loop built; the later rounds are added to the turn's usage apart)."""
-    content = tuple(
-        block for r in responses for block in split_history_calls(r.content, name).client_blocks
-    )
-    update = {"content": content, "stop_reason": ending.stop_reason}
-    return responses[0].model_copy(update=update)

@@ -56,6 +56,9 @@ class Splice:
     hidden_blocks: int = 0
     _indexes: dict[int, int | None] = field(default_factory=dict)
     _held: list[Event] = field(default_factory=list)
+    # The round before's ending: the message ends with it when a round brings none (a
+    # round refused for overflow ends the answer with what the client has).
+    _held_before: list[Event] = field(default_factory=list)
     _held_head: Head | None = None
     _bodies: list[JsonObject] = field(default_factory=list)
     _raw_body: bytes = b""
@@ -136,7 +139,7 @@ class Splice:
         """The next upstream answer continues the client's message."""
         self.round += 1
         self._indexes = {}
-        self._held = []
+        self._held_before, self._held = self._held, []
         self._refused = False
 
     @property
@@ -152,7 +155,7 @@ class Splice:
             self._finish_body(ending)
 
     def _finish_stream(self, ending: Ending) -> None:
-        for event in self._held:
+        for event in self._held or self._held_before:
             data = event.data
             if self.untouched or data is None or data.get("type") != "message_delta":
                 self.put(event.raw)

@@ -19,7 +19,10 @@ import pytest
 from sqlalchemy import text
 
 from hango.core.errors import ToolInputError
-from hango.gateway.history_rounds import TenantTranscripts, offered_name, with_tool
+from hango.core.messages import Response
+from hango.gateway.history_offer import RESULT_MARGIN, fitted, offered_name, room, with_tool
+from hango.gateway.history_rounds import TenantTranscripts
+from hango.tools.builtin import ToolOutcome
 from hango.tools.history import HistoryScope
 from tests.fakeapi import FakeAnthropicAPI, count_input_tokens, text_reply
 from tests.gateway_support import RunningGateway, running_gateway
@@ -241,3 +244,19 @@ def test_without_a_compaction_the_tool_is_not_offered(
         )
     assert reply.content[0].text == "plain"  # type: ignore[union-attr]
     assert upstream.message_requests()[-1].body["tools"] == [BASH]
+
+
+def test_results_that_would_overflow_the_window_become_an_error_the_model_can_act_on() -> None:
+    round_answer = Response.model_validate(
+        {
+            "id": "msg_1", "model": MODEL, "content": [], "stop_reason": "tool_use",
+            "usage": {"input_tokens": 900, "cache_read_input_tokens": 8000, "output_tokens": 100},
+        }
+    )  # fmt: skip
+    left = room(round_answer, 10_000)
+    assert left == 10_000 - 9_000 - RESULT_MARGIN
+    small, large = ToolOutcome("x" * 100), ToolOutcome("y" * 2 * left)
+    assert fitted([small], left) == [small]
+    kept, refused = fitted([small, large], left)
+    assert kept == small and refused.is_error and "does not fit" in refused.content
+    assert fitted([large], None) == [large]  # no window known: nothing replaced

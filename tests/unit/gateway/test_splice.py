@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hango.core.messages import Response
-from hango.gateway.history_rounds import ending_of, internal_round_follows
+from hango.gateway.history_offer import ending_of, internal_round_follows
 from hango.gateway.splice import Splice
 from hango.gateway.sse import MessageBuilder, parse_event
 from hango.gateway.upstream import Head, Item
@@ -34,7 +34,9 @@ _kind = st.sampled_from(["text", "thinking", "client", "history"])
 
 @st.composite
 def answers(draw: st.DrawFn) -> list[dict[str, Any]]:
-    rounds = []
+    """Upstream's answers, one per round; an answer ``None`` is a round refused for
+    overflow (nothing relayed: the answer ends with what the client has)."""
+    rounds: list[Any] = []
     for number in range(draw(st.integers(1, LIMIT + 2))):
         kinds = draw(st.lists(_kind, max_size=5))
         blocks = [_block(kind, f"{number}_{i}", draw(_text)) for i, kind in enumerate(kinds)]
@@ -42,6 +44,9 @@ def answers(draw: st.DrawFn) -> list[dict[str, Any]]:
         stop = "tool_use" if calls else draw(st.sampled_from(["end_turn", "max_tokens"]))
         usage = {"input_tokens": 100 + number, "output_tokens": 7 + number}
         usage["cache_read_input_tokens"] = 50 * number
+        if number and draw(st.integers(0, 9)) == 0:
+            rounds.append(None)
+            continue
         rounds.append(
             {
                 "id": f"msg_{number}",
@@ -89,6 +94,8 @@ def drive(rounds: list[dict[str, Any]], streaming: bool) -> tuple[Client, list[R
     for message in rounds:
         if used:
             splice.next_round()
+        if message is None:
+            break  # refused for overflow: nothing reached the splice
         splice.relay(Head(200, []), None)
         if streaming:
             for raw in sse_bytes(stream_events(message)):
@@ -176,3 +183,23 @@ def test_a_later_round_refused_is_not_relayed_into_a_stream_under_way() -> None:
     splice.relay(Head(529, []), None)
     splice.relay(b'{"type":"error"}', None)
     assert client.items == [Head(200, []), start]
+
+
+def test_the_checker_rejects_what_a_careless_splice_would_send() -> None:
+    message = {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": [
+            {"type": "text", "text": "a"},
+            {"type": "tool_use", "id": "toolu_h", "name": NAME, "input": {}},
+            {"type": "text", "text": "b"},
+        ],
+        "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }  # fmt: skip
+    events = stream_events(message)
+    assert sequence_problems(events) == [] and leaked_blocks(events, (NAME,)) == 1
+    dropped = [e for e in events if e[1].get("index") != 1]  # the tool taken out, no renumbering
+    assert any("expected 1" in p for p in sequence_problems(dropped))
+    assert sequence_problems(events[:-1]) == ["the stream ends without message_stop"]
+    second_start = [events[0], *events]
+    assert any("second message_start" in p for p in sequence_problems(second_start))
