@@ -10,6 +10,7 @@ transcript (and the store's) must never hold it, and the value must come back.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -260,3 +261,46 @@ def test_results_that_would_overflow_the_window_become_an_error_the_model_can_ac
     kept, refused = fitted([small, large], left)
     assert kept == small and refused.is_error and "does not fit" in refused.content
     assert fitted([large], None) == [large]  # no window known: nothing replaced
+
+
+def test_a_client_that_disconnects_during_an_internal_round_cancels_it(tmp_path: Path) -> None:
+    script = LookupUpstream()
+    with (
+        FakeAnthropicAPI(window=WINDOW, responder=script) as upstream,
+        running_gateway(upstream.base_url, tmp_path, max_input_tokens=WINDOW) as gateway,
+        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
+    ):
+        history = run_until_compacted(sender(client, "gone", False), script)
+        history.append({"role": "user", "content": QUESTION})
+        asked = len(upstream.message_requests())
+        upstream.event_delay = 0.2  # about 2.4 s per round's stream
+        body = {"model": MODEL, "max_tokens": 2000, "tools": [BASH], "messages": history}
+        headers = {"x-api-key": KEY, "x-hango-session": "gone"}
+        started = time.monotonic()
+        with httpx2.stream(
+            "POST", f"{gateway.url}/v1/messages", json={**body, "stream": True}, headers=headers
+        ) as reply:
+            for _ in reply.iter_raw():
+                if len(upstream.message_requests()) == asked + 2:
+                    break  # the internal round is under way: the client goes
+        while upstream.streams_cut == 0 and time.monotonic() - started < 10:
+            time.sleep(0.05)
+        elapsed = time.monotonic() - started
+        statuses = _settled_runs(gateway)
+        requests = len(upstream.message_requests())
+    assert upstream.streams_cut == 1
+    assert elapsed < 4.5  # the internal round was cut, not read to its end
+    assert requests == asked + 2  # and no round followed it
+    assert statuses[-1] == "failed" and set(statuses[:-1]) == {"completed"}
+
+
+def _settled_runs(gateway: RunningGateway) -> list[str]:
+    """The runs' statuses once none is running (the cancelled turn closes in its thread)."""
+    query = text("SELECT status FROM runs ORDER BY id")
+    deadline = time.monotonic() + 5
+    while True:
+        with gateway.gateway.store.engine.connect() as conn:
+            statuses = [row[0] for row in conn.execute(query)]
+        if "running" not in statuses or time.monotonic() > deadline:
+            return statuses
+        time.sleep(0.05)
