@@ -10,6 +10,7 @@ transcript (and the store's) must never hold it, and the value must come back.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from sqlalchemy import text
 from hango.core.errors import ToolInputError
 from hango.core.messages import Response
 from hango.gateway.history_offer import RESULT_MARGIN, fitted, offered_name, room, with_tool
-from hango.gateway.history_rounds import TenantTranscripts
+from hango.gateway.history_rounds import EVENT_HISTORY_ROUND, TenantTranscripts
 from hango.tools.builtin import ToolOutcome
 from hango.tools.history import HistoryScope
 from tests.fakeapi import FakeAnthropicAPI, count_input_tokens, text_reply
@@ -42,6 +43,7 @@ from tests.history_gateway_support import (
     run_until_compacted,
     sender,
 )
+from tests.otel_support import capture
 from tests.sse_check import leaked_blocks, parse_sse, sequence_problems
 
 KEY = "sk-ant-history-rounds"
@@ -304,3 +306,34 @@ def _settled_runs(gateway: RunningGateway) -> list[str]:
         if "running" not in statuses or time.monotonic() > deadline:
             return statuses
         time.sleep(0.05)
+
+
+def test_internal_rounds_are_in_telemetry_and_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    captured = capture()
+    caplog.set_level(logging.INFO, logger="hango.gateway.history_rounds")
+    script = LookupUpstream()
+    with (
+        FakeAnthropicAPI(window=WINDOW, responder=script) as upstream,
+        running_gateway(
+            upstream.base_url, tmp_path, max_input_tokens=WINDOW, telemetry=captured.telemetry
+        ) as gateway,
+        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
+    ):
+        send = sender(client, "observed", True)
+        history = run_until_compacted(send, script)
+        history.append({"role": "user", "content": QUESTION})
+        send(history)
+    events = [
+        (event.attributes["hango.round"], event.attributes["hango.history.command"])
+        for span in captured.spans()
+        for event in span.events
+        if event.name == EVENT_HISTORY_ROUND
+    ]
+    # Round 1 answered the search, round 2 the parallel read and search; the call beside
+    # the client's Bash call was never answered.
+    assert events == [(1, "search"), (2, "read"), (2, "search")]
+    lines = [r.getMessage() for r in caplog.records if "internal round" in r.getMessage()]
+    assert len(lines) == 3 and all(HISTORY in line for line in lines)
+    captured.shutdown()
