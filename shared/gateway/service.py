@@ -9,8 +9,9 @@ request (:mod:`hango.gateway.provider`). One loop per model, built on first use.
 
 A turn here: place the history on a branch (:mod:`hango.gateway.sessions`), hold the
 branch's lease (one turn at a time per branch, across gateway processes), append the new
-suffix, make one model call (:meth:`AgentLoop.call_model`, the step a history tool the
-gateway answers itself would loop), close the turn.
+suffix, make one model call (:meth:`AgentLoop.call_model`; the internal rounds of the
+history tool the gateway answers itself run inside it, :mod:`hango.gateway.history_rounds`),
+close the turn.
 """
 
 from __future__ import annotations
