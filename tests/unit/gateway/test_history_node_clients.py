@@ -34,6 +34,7 @@ from tests.unit.gateway.test_node_clients import (
     ROUNDS,
     _installed,
     check_main_request,
+    node_clients,  # noqa: F401  (its autouse fixture installs the clients)
     run_claude_code,
 )
 from tests.unit.gateway.test_node_clients import WINDOW as CLAUDE_CODE_WINDOW
