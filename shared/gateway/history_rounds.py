@@ -142,6 +142,12 @@ class HistoryRounds:
         results fitting its model's ``window``."""
         self._rounds_of[id(loop)] = (rounds, window)
 
+    def as_sent(self, body: JsonObject, loop: AgentLoop) -> JsonObject:
+        """``body`` (a compacted request) with the tool, when ``loop`` would offer it."""
+        rounds, _ = self._rounds_of.get(id(loop), (self.rounds, None))
+        plan = Plan(self.tool, HistoryScope(""), rounds, lambda: True)
+        return with_tool(body, offered_name(body.get("tools"))) if plan.offered(body) else body
+
     @contextmanager
     def turn(self, loop: AgentLoop, ctx: TurnContext, tenant: str) -> Iterator[None]:
         """The model calls of ``ctx`` (in this thread) may be answered with the tool."""

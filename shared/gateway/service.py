@@ -199,7 +199,8 @@ class Gateway:
         """``raw`` with the messages hango would send now: for ``count_tokens``.
 
         After a compaction that is the summary message, the stored messages kept since and
-        the request's new messages; before one (or on a new branch), the request itself.
+        the request's new messages, and the history tool among the tools; before one (or on
+        a new branch), the request itself.
         Nothing is stored or compacted by counting.
         """
         sent = raw.get("messages")
@@ -214,7 +215,10 @@ class Gateway:
         known = self.branches.known(placement.session_id)
         kept = known[record.kept_from_seq - 1 :]
         head = head_message(record).to_api()
-        return {**raw, "messages": [head, *kept, *placement.new]}
+        body = {**raw, "messages": [head, *kept, *placement.new]}
+        if self.history is None or not isinstance(raw.get("model"), str):
+            return body
+        return self.history.as_sent(body, self.loops.for_model(raw["model"]))
 
     def _refuse(self, exchange: Exchange, error: Exception) -> None:
         status, kind = _status_of(error)

@@ -337,3 +337,24 @@ def test_internal_rounds_are_in_telemetry_and_the_log(
     lines = [r.getMessage() for r in caplog.records if "internal round" in r.getMessage()]
     assert len(lines) == 3 and all(HISTORY in line for line in lines)
     captured.shutdown()
+
+
+def test_count_tokens_counts_the_tool_a_compacted_request_carries(tmp_path: Path) -> None:
+    script = LookupUpstream()
+    with (
+        FakeAnthropicAPI(window=WINDOW, responder=script) as upstream,
+        running_gateway(upstream.base_url, tmp_path, max_input_tokens=WINDOW) as gateway,
+        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
+    ):
+        send = sender(client, "counted", False)
+        history = run_until_compacted(send, script)
+        history.append({"role": "user", "content": "and now?"})
+        counted = client.messages.count_tokens(
+            model=MODEL, tools=[BASH], messages=history,  # type: ignore[list-item]
+            extra_headers={"x-hango-session": "counted"},
+        )  # fmt: skip
+        send(history)
+        count_body = upstream.count_requests()[-1].body
+        sent_body = upstream.message_requests()[-1].body
+    assert count_body["tools"] == sent_body["tools"] == [BASH, with_tool({}, HISTORY)["tools"][0]]
+    assert counted.input_tokens == count_input_tokens(count_body)
