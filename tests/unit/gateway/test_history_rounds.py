@@ -26,7 +26,7 @@ from hango.gateway.history_offer import RESULT_MARGIN, fitted, offered_name, roo
 from hango.gateway.history_rounds import EVENT_HISTORY_ROUND, TenantTranscripts
 from hango.tools.builtin import ToolOutcome
 from hango.tools.history import HistoryScope
-from tests.fakeapi import FakeAnthropicAPI, count_input_tokens, text_reply
+from tests.fakeapi import FakeAnthropicAPI, ScriptedError, count_input_tokens, text_reply
 from tests.gateway_support import RunningGateway, running_gateway
 from tests.history_gateway_support import (
     BASH,
@@ -358,3 +358,38 @@ def test_count_tokens_counts_the_tool_a_compacted_request_carries(tmp_path: Path
         sent_body = upstream.message_requests()[-1].body
     assert count_body["tools"] == sent_body["tools"] == [BASH, with_tool({}, HISTORY)["tools"][0]]
     assert counted.input_tokens == count_input_tokens(count_body)
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["create", "stream"])
+def test_an_internal_round_refused_by_upstream_ends_the_answer_in_the_apis_format(
+    tmp_path: Path, streaming: bool
+) -> None:
+    script = LookupUpstream()
+    with (
+        FakeAnthropicAPI(window=WINDOW, responder=script) as upstream,
+        running_gateway(upstream.base_url, tmp_path, max_input_tokens=WINDOW) as gateway,
+        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
+    ):
+        history = run_until_compacted(sender(client, "refused", False), script)
+        history.append({"role": "user", "content": QUESTION})
+        call = history_call("toolu_h1", HISTORY, command="search", query="round")
+        upstream.push(
+            {"content": [{"type": "text", "text": "Looking."}, call], "stop_reason": "tool_use"},
+            ScriptedError(529),
+        )
+        body = {"model": MODEL, "max_tokens": 2000, "tools": [BASH], "messages": history}
+        headers = {"x-api-key": KEY, "x-hango-session": "refused"}
+        reply = httpx2.post(
+            f"{gateway.url}/v1/messages", json={**body, "stream": streaming}, headers=headers
+        )
+    if not streaming:  # nothing was sent before: the API's own error, as upstream sent it
+        assert reply.status_code == 529
+        assert reply.json()["error"]["type"] == "overloaded_error"
+        return
+    events = parse_sse(reply.content)
+    assert reply.status_code == 200 and sequence_problems(events) == []
+    assert leaked_blocks(events, (HISTORY,)) == 0
+    name, error = events[-1]
+    assert name == "error" and "internal round 1" in error["error"]["message"]
+    starts = [d["content_block"]["type"] for n, d in events if n == "content_block_start"]
+    assert starts == ["text"]
