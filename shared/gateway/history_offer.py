@@ -8,6 +8,7 @@ usage and content the client and the loop get from the rounds
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from hango.compaction.summary_prompt import HISTORY_TOOL_NAME
@@ -23,6 +24,13 @@ RENAMED = "hango_session_history"
 CHARS_PER_TOKEN = 2
 # Tokens kept back for the messages' framing around the results.
 RESULT_MARGIN = 256
+
+
+def offers(rounds: int, raw: Mapping[str, Any]) -> bool:
+    """Whether a compacted request ``raw`` gets the tool: rounds are allowed, and the client
+    did not forbid tool calls (``tool_choice: none``)."""
+    choice = raw.get("tool_choice")
+    return rounds > 0 and not (isinstance(choice, dict) and choice.get("type") == "none")
 
 
 def fitted(outcomes: list[ToolOutcome], room: int | None) -> list[ToolOutcome]:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -60,6 +61,7 @@ from hango.gateway.history_offer import (
     for_loop,
     internal_round_follows,
     offered_name,
+    offers,
     room,
     with_tool,
 )
@@ -88,9 +90,7 @@ class Plan:
     calls: int = 0
 
     def offered(self, raw: Mapping[str, Any]) -> bool:
-        choice = raw.get("tool_choice")
-        refused = isinstance(choice, dict) and choice.get("type") == "none"
-        return self.rounds > 0 and not refused and self.compacted()
+        return offers(self.rounds, raw) and self.compacted()
 
 
 _PLAN: ContextVar[Plan | None] = ContextVar("hango_gateway_history_plan", default=None)
@@ -105,18 +105,20 @@ class TenantTranscripts:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._serving: set[HistoryScope] = set()
+        self._serving: Counter[HistoryScope] = Counter()
         self._lock = threading.Lock()
 
     @contextmanager
     def serving(self, scope: HistoryScope) -> Iterator[None]:
         with self._lock:
-            self._serving.add(scope)
+            self._serving[scope] += 1
         try:
             yield
         finally:
             with self._lock:
-                self._serving.discard(scope)
+                self._serving[scope] -= 1
+                if self._serving[scope] <= 0:
+                    del self._serving[scope]
 
     def messages(
         self, scope: HistoryScope, from_seq: int | None = None, to_seq: int | None = None
@@ -145,8 +147,7 @@ class HistoryRounds:
     def as_sent(self, body: JsonObject, loop: AgentLoop) -> JsonObject:
         """``body`` (a compacted request) with the tool, when ``loop`` would offer it."""
         rounds, _ = self._rounds_of.get(id(loop), (self.rounds, None))
-        plan = Plan(self.tool, HistoryScope(""), rounds, lambda: True)
-        return with_tool(body, offered_name(body.get("tools"))) if plan.offered(body) else body
+        return with_tool(body, offered_name(body.get("tools"))) if offers(rounds, body) else body
 
     @contextmanager
     def turn(self, loop: AgentLoop, ctx: TurnContext, tenant: str) -> Iterator[None]:

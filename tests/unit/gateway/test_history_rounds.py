@@ -22,7 +22,7 @@ from sqlalchemy import text
 
 from hango.core.errors import ToolInputError
 from hango.core.messages import Response
-from hango.gateway.history_offer import RESULT_MARGIN, fitted, offered_name, room, with_tool
+from hango.gateway.history_offer import RESULT_MARGIN, fitted, offered_name, offers, room, with_tool
 from hango.gateway.history_rounds import EVENT_HISTORY_ROUND, TenantTranscripts
 from hango.tools.builtin import ToolOutcome
 from hango.tools.history import HistoryScope
@@ -393,3 +393,10 @@ def test_an_internal_round_refused_by_upstream_ends_the_answer_in_the_apis_forma
     assert name == "error" and "internal round 1" in error["error"]["message"]
     starts = [d["content_block"]["type"] for n, d in events if n == "content_block_start"]
     assert starts == ["text"]
+
+
+def test_the_tool_is_offered_unless_rounds_are_off_or_the_client_forbids_tool_calls() -> None:
+    assert offers(4, {"tools": [BASH]})
+    assert offers(1, {"tool_choice": {"type": "auto"}})
+    assert not offers(0, {"tools": [BASH]})
+    assert not offers(4, {"tool_choice": {"type": "none"}})
