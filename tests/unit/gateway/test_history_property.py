@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +34,21 @@ from tests.history_gateway_support import (
 from tests.sse_check import leaked_blocks, parse_sse, sequence_problems
 
 KEY = "sk-ant-history-property"
+FINAL = {"content": [{"type": "text", "text": "that is all"}], "stop_reason": "end_turn"}
 SESSION = "property"
 _text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=20)
 
 
-@dataclass
 class Compacted:
-    upstream: FakeAnthropicAPI
-    gateway: RunningGateway
-    history: list[Any]
+    """The gateway, its upstream and the client's history of the compacted session."""
+
+    def __init__(self, upstream: FakeAnthropicAPI, gateway: RunningGateway, history: list[Any]):
+        self.upstream = upstream
+        self.gateway = gateway
+        self.history = history
+
+    def __repr__(self) -> str:  # a failing example would print the whole history
+        return f"Compacted(history of {len(self.history)} messages)"
 
 
 @pytest.fixture(scope="module")
@@ -100,11 +105,14 @@ def test_random_rounds_reach_the_client_as_one_valid_message_without_the_tool(
 ) -> None:
     upstream, history = compacted.upstream, compacted.history
     queue = iter(answers)
-    upstream.responder = lambda body: next(queue)
+    # Past the script, the model answers in text (the gateway calls again after a round
+    # that called only the history tool, until its limit).
+    upstream.responder = lambda body: next(queue, FINAL)
     before = len(upstream.message_requests())
     history.append({"role": "user", "content": "go on"})
     events = parse_sse(_stream(compacted.gateway, history))
-    used = answers[: len(upstream.message_requests()) - before]
+    calls = len(upstream.message_requests()) - before
+    used = [*answers, *[FINAL] * calls][:calls]
     assert sequence_problems(events) == []
     assert leaked_blocks(events, (HISTORY,)) == 0
     content = _content(events)
