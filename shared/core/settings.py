@@ -114,6 +114,10 @@ class Settings(BaseSettings):
     session_lease_ttl: float = Field(default=30.0, gt=0)
     session_busy_timeout: float = Field(default=60.0, ge=0)
 
+    # `hango serve` answers the history tool itself: at most this many internal rounds
+    # (upstream calls answering it) per client request; 0 never offers the tool.
+    gateway_history_rounds: int = Field(default=4, ge=0)
+
     home: Path = Field(default_factory=lambda: user_data_dir())
     # Both default to a place inside ``home`` (filled in by ``_state_in_home``).
     database_url: str = ""

@@ -15,11 +15,19 @@ from dataclasses import dataclass
 from hango.agent.loop import AgentLoop
 from hango.compaction.extractive import ExtractiveSummarizer
 from hango.core.settings import Settings
+from hango.gateway.history_rounds import HistoryAnswering, HistoryRounds
 from hango.gateway.provider import GatewayProvider
 from hango.gateway.service import Gateway, Loops
 from hango.providers.anthropic import AnthropicProvider
+from hango.store import Store
 from hango.telemetry.names import Telemetry
-from hango.wiring.agent import build_agent, open_store
+from hango.tools.history import PAGE_CHARS
+from hango.wiring.agent import (
+    HISTORY_TOOL_MIN_WINDOW,
+    PAGE_CHARS_PER_TOKEN,
+    build_agent,
+    open_store,
+)
 from hango.wiring.history import history_from_settings
 
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
@@ -49,7 +57,8 @@ def build_gateway(
 ) -> Gateway:
     store = open_store(settings)
     history = history_from_settings(settings, engine=store.engine)
-    provider = GatewayProvider()
+    provider = HistoryAnswering(GatewayProvider())
+    rounds = history_rounds(store, settings)
 
     def build_loop(model_settings: Settings) -> AgentLoop:
         operator = operator_provider(model_settings, options.upstream)
@@ -62,10 +71,20 @@ def build_gateway(
             summarizer=ExtractiveSummarizer() if operator is None else None,
             telemetry=telemetry,
         )
+        # The library's rule: a window too small for the tool's pages does not offer it.
+        roomy = agent.profile.max_input_tokens >= HISTORY_TOOL_MIN_WINDOW
+        window = agent.profile.max_input_tokens
+        rounds.allow(agent.loop, model_settings.gateway_history_rounds if roomy else 0, window)
         return agent.loop
 
     loops = Loops(gateway_settings(settings, options), build_loop, options.max_input_tokens)
-    return Gateway(store, loops)
+    return Gateway(store, loops, rounds)
+
+
+def history_rounds(store: Store, settings: Settings) -> HistoryRounds:
+    """The history tool the gateway answers, its pages under the large-result limit."""
+    page_chars = min(PAGE_CHARS, settings.tool_result_offload_tokens * PAGE_CHARS_PER_TOKEN)
+    return HistoryRounds(store, settings.gateway_history_rounds, page_chars)
 
 
 def operator_provider(settings: Settings, upstream: str) -> AnthropicProvider | None:

@@ -32,6 +32,11 @@ def serving(exchange: Exchange) -> Iterator[None]:
         _CURRENT.reset(token)
 
 
+def current_exchange() -> Exchange | None:
+    """The client request this thread serves, if any."""
+    return _CURRENT.get()
+
+
 class GatewayProvider:
     """Sends the pipeline's request upstream with the client's own headers and fields."""
 

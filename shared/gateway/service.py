@@ -9,8 +9,9 @@ request (:mod:`hango.gateway.provider`). One loop per model, built on first use.
 
 A turn here: place the history on a branch (:mod:`hango.gateway.sessions`), hold the
 branch's lease (one turn at a time per branch, across gateway processes), append the new
-suffix, make one model call (:meth:`AgentLoop.call_model`, the step a history tool the
-gateway answers itself would loop), close the turn.
+suffix, make one model call (:meth:`AgentLoop.call_model`; the internal rounds of the
+history tool the gateway answers itself run inside it, :mod:`hango.gateway.history_rounds`),
+close the turn.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from hango.core.errors import (
 )
 from hango.core.messages import JsonObject, Message, Request
 from hango.core.settings import ProfileOverride, Settings
+from hango.gateway.history_rounds import HistoryRounds
 from hango.gateway.identity import store_session_id
 from hango.gateway.provider import serving
 from hango.gateway.sessions import Branches, Placement
@@ -109,10 +111,12 @@ def parsed(messages: list[JsonObject], first_index: int) -> list[Message]:
 class Gateway:
     """Runs client requests as turns; called in a worker thread per request."""
 
-    def __init__(self, store: Store, loops: Loops) -> None:
+    def __init__(self, store: Store, loops: Loops, history: HistoryRounds | None = None) -> None:
         self.store = store
         self.loops = loops
         self.branches = Branches(store)
+        # The history tool the gateway answers itself (hango.gateway.history_rounds).
+        self.history = history
 
     def serve(self, exchange: Exchange, caller: Caller) -> None:
         """Answer ``exchange`` (in this worker thread); the answer always ends."""
@@ -152,7 +156,7 @@ class Gateway:
             ctx = loop.begin_turn(placement.session_id)
             ctx.lease, ctx.base = lease, base
             ctx.assembly = Assembly(system=base.system_blocks(), tools=base.tool_definitions())
-            self._answer(loop, ctx, placement, new)
+            self._answer(loop, ctx, placement, new, caller)
 
     def _still_placed(
         self, caller: Caller, sent: list[JsonObject], placement: Placement
@@ -170,13 +174,22 @@ class Gateway:
         return again
 
     def _answer(
-        self, loop: AgentLoop, ctx: TurnContext, placement: Placement, new: list[Message]
+        self,
+        loop: AgentLoop,
+        ctx: TurnContext,
+        placement: Placement,
+        new: list[Message],
+        caller: Caller,
     ) -> None:
         try:
             for message, raw in zip(new, placement.new, strict=True):
                 loop.append(ctx, message)
                 self.branches.appended(placement.session_id, raw)
-            loop.call_model(ctx)
+            if self.history is None:
+                loop.call_model(ctx)
+            else:
+                with self.history.turn(loop, ctx, caller.tenant):
+                    loop.call_model(ctx)
         except BaseException as exc:
             loop.end_turn(ctx, status="failed", error=type(exc).__name__)
             raise
@@ -186,7 +199,8 @@ class Gateway:
         """``raw`` with the messages hango would send now: for ``count_tokens``.
 
         After a compaction that is the summary message, the stored messages kept since and
-        the request's new messages; before one (or on a new branch), the request itself.
+        the request's new messages, and the history tool among the tools; before one (or on
+        a new branch), the request itself.
         Nothing is stored or compacted by counting.
         """
         sent = raw.get("messages")
@@ -201,7 +215,10 @@ class Gateway:
         known = self.branches.known(placement.session_id)
         kept = known[record.kept_from_seq - 1 :]
         head = head_message(record).to_api()
-        return {**raw, "messages": [head, *kept, *placement.new]}
+        body = {**raw, "messages": [head, *kept, *placement.new]}
+        if self.history is None or not isinstance(raw.get("model"), str):
+            return body
+        return self.history.as_sent(body, self.loops.for_model(raw["model"]))
 
     def _refuse(self, exchange: Exchange, error: Exception) -> None:
         status, kind = _status_of(error)

@@ -19,7 +19,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import httpx2
@@ -27,7 +27,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from hango.core.errors import ContextOverflowError, ProviderError
 from hango.core.messages import JsonObject, Request, Response
-from hango.gateway.sse import MessageBuilder, events
+from hango.gateway.sse import Event, MessageBuilder, events
 from hango.providers.anthropic import bad_request_error
 
 # Request headers the API reads; everything else the client sent stays here.
@@ -80,6 +80,12 @@ class Head:
 Item = Head | bytes
 
 
+class Splice(Protocol):
+    """Edits upstream's answer on its way to the client (:mod:`hango.gateway.splice`)."""
+
+    def relay(self, item: Item, event: Event | None) -> None: ...
+
+
 class ClientGoneError(ProviderError):
     """The client disconnected: the upstream call was cancelled, nothing more is sent."""
 
@@ -95,6 +101,8 @@ class Exchange:
     streaming: bool
     head_sent: bool = False
     gone: bool = False
+    # Set while the gateway answers its own tool in this request: the answer passes through it.
+    splice: Splice | None = None
     _scope: anyio.CancelScope | None = None
     _out: MemoryObjectSendStream[Item] = field(init=False)
     answers: MemoryObjectReceiveStream[Item] = field(init=False)
@@ -115,6 +123,13 @@ class Exchange:
             self.head_sent = True
         self._out.send_nowait(item)
 
+    def _pass(self, item: Item, event: Event | None = None) -> None:
+        """A part of upstream's answer for the client: as it is, or through the splice."""
+        if self.splice is None:
+            self.put(item)
+        else:
+            self.splice.relay(item, event)
+
     async def forward(self, body: bytes) -> Response | ProviderError:
         """Send ``body`` upstream and pass the answer on; the message for the loop, or why not."""
         if self.gone:
@@ -130,11 +145,11 @@ class Exchange:
         try:
             if answer.status_code >= 400:
                 return await self._refused(answer)
-            self.put(Head(answer.status_code, answer_headers(answer.headers)))
+            self._pass(Head(answer.status_code, answer_headers(answer.headers)))
             if self.streaming:
                 return await self._relay_events(answer)
             raw = await answer.aread()
-            self.put(raw)
+            self._pass(raw)
             return Response.model_validate_json(raw)
         finally:
             # Shielded: a cancelled call (the client went away) still closes its connection.
@@ -144,7 +159,7 @@ class Exchange:
     async def _relay_events(self, answer: httpx2.Response) -> Response | ProviderError:
         builder = MessageBuilder()
         async for event in events(answer.aiter_raw()):
-            self.put(event.raw)
+            self._pass(event.raw, event)
             builder.add(event)
         if builder.error is not None:
             return ProviderError(f"upstream stream error: {builder.error.get('type', 'error')}")
@@ -158,8 +173,8 @@ class Exchange:
         problem = _refusal(answer.status_code, raw, self._credentials())
         if not isinstance(problem, ContextOverflowError):
             # The client gets the API's own answer, as if it had called directly.
-            self.put(Head(answer.status_code, answer_headers(answer.headers)))
-            self.put(raw)
+            self._pass(Head(answer.status_code, answer_headers(answer.headers)))
+            self._pass(raw)
         return problem
 
     def _credentials(self) -> list[str]:
