@@ -42,6 +42,7 @@ from hango.core.profiles import FALLBACK_PRICE
 from hango.cost.meter import UsageTotals
 from hango.middleware.base import (
     Assembly,
+    BatchHook,
     CanCompact,
     Middleware,
     ModelCall,
@@ -225,6 +226,7 @@ class AgentLoop:
         ctx.lease = lease
         with self.observer.turn(session_id, ctx.turn):
             try:
+                self._close_unanswered_results(ctx)
                 self.append(ctx, message)
                 self._converse(ctx)
             except BaseException as exc:
@@ -273,6 +275,17 @@ class AgentLoop:
             self.append(ctx, Message(role="user", content=tuple(_interrupted(u) for u in uses)))
         self._converse(ctx)
 
+    def _close_unanswered_results(self, ctx: TurnContext) -> None:
+        """After a turn that failed on tool results, an assistant message closes them.
+
+        Joined onto those results in the outgoing copy, the new user message would make
+        one tool group of the old batch and every later question: never evictable, and
+        too large for good once the batch is. Stored, the notice keeps them apart.
+        """
+        transcript = self._transcript(ctx)
+        if transcript and any(transcript[-1].message.tool_results()):
+            self.append(ctx, Message(role="assistant", content=(TextBlock(text=UNANSWERED),)))
+
     def _converse(self, ctx: TurnContext) -> None:
         for _ in range(self.max_tool_rounds):
             response = self.call_model(ctx)
@@ -282,6 +295,7 @@ class AgentLoop:
             if not uses:
                 return
             results = tuple(self.execute_tool(ctx, use) for use in uses)
+            results = self.stored_batch(results, ctx.session_id)
             self.append(ctx, Message(role="user", content=results))
         log.warning(
             "session %s turn %d: stopped after %d tool rounds",
@@ -348,6 +362,16 @@ class AgentLoop:
         for hook in self.tool_result_hooks:
             content = hook.tool_result(tool_use_id, content, session_id=session_id)
         return content
+
+    def stored_batch(
+        self, results: tuple[ToolResultBlock, ...], session_id: str
+    ) -> tuple[ToolResultBlock, ...]:
+        """What is stored of a parallel batch: its results after every hook that bounds a
+        whole batch (the filesystem middleware offloads the largest of an oversized one)."""
+        for hook in self.tool_result_hooks:
+            if isinstance(hook, BatchHook):
+                results = hook.fit_batch(results, session_id=session_id)
+        return results
 
     # -- the lower-level API (also used by `hango replay`) ------------------------------
 
@@ -562,6 +586,8 @@ def summarizer_usage(records: Sequence[CompactionRecord]) -> Usage | None:
             total = usage if total is None else total.plus(usage)
     return total
 
+
+UNANSWERED = "[no reply: the previous turn ended before the model answered these tool results]"
 
 INTERRUPTED_TOOL = (
     "not run: the process running this turn stopped before this tool's result was stored; "

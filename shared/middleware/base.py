@@ -28,7 +28,7 @@ import bisect
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from hango.compaction.record import (
     CompactionReason,
@@ -44,6 +44,7 @@ from hango.core.messages import (
     StoredMessage,
     TextBlock,
     ToolDefinition,
+    ToolResultBlock,
 )
 
 
@@ -211,6 +212,16 @@ class ToolResultHook(Protocol):
     filesystem middleware puts a large one in a file and returns a preview naming it)."""
 
     def tool_result(self, tool_use_id: str, content: str, *, session_id: str) -> str: ...
+
+
+@runtime_checkable
+class BatchHook(Protocol):
+    """Sees a parallel batch's results together before they are stored (the filesystem
+    middleware offloads the largest of a batch too large to fit beside anything else)."""
+
+    def fit_batch(
+        self, results: tuple[ToolResultBlock, ...], *, session_id: str
+    ) -> tuple[ToolResultBlock, ...]: ...
 
 
 class CanCompact(Protocol):

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hango.compaction.extractive import ExtractiveSummarizer
+from hango.compaction.groups import group_starts
 from hango.compaction.head import head_message
 from hango.compaction.jobs import (
     HistoryOffloader,
@@ -42,6 +43,7 @@ from hango.middleware.evicted import (
     window_of,
 )
 from hango.middleware.observer import LoopObserver
+from hango.middleware.oversized import shrinking, tool_blocks_cut
 from hango.middleware.presummary import Presummaries
 from hango.middleware.token_figure import TokenFigure
 from hango.tokens.base import Estimator
@@ -221,7 +223,7 @@ class Compacting:
             cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
         except CannotFitError:
             if record_for(len(body), None).user_request is None:
-                raise
+                return self._shortened(call, body, record_for, first_real, scale)
             # The user's request is quoted unless it alone cannot fit: then the newest
             # group goes out without it (the summary and the history file still hold it).
             log.warning(
@@ -231,10 +233,75 @@ class Compacting:
                 call.turn,
             )
             quote_request = False
-            cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
+            try:
+                cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
+            except CannotFitError:
+                return self._shortened(call, body, record_for, first_real, scale)
         evicted = stored_before(call, kept_from(call, first_real + cut))
         record = record_for(cut, self._offload(call, evicted) if evicted else None)
         return self._commit(apply_record(call, record, first_real + cut), record)
+
+    def _shortened(
+        self,
+        call: ModelCall,
+        body: tuple[Message, ...],
+        record_for: Callable[[int, str | None], CompactionRecord],
+        first_real: int,
+        scale: float,
+    ) -> ModelCall:
+        """The last rung: only the newest group is kept, its tool blocks cut to previews.
+
+        A tool group is never split, so a group larger than the window by itself (a batch
+        stored before batches were bounded) would fail every later call. The store keeps
+        it whole; the copy sends each large input and result as a head, a tail and a size
+        note, smaller and smaller until the request fits the window.
+        """
+        starts = group_starts(body)
+        if not starts:
+            raise self._cannot_fit(call, body, scale)
+        evicted = stored_before(call, kept_from(call, first_real + starts[-1]))
+        record = record_for(starts[-1], self._offload(call, evicted) if evicted else None)
+        kept = apply_record(call, record, first_real + starts[-1])
+        window = window_of(call, self.profile)
+        for per_block in shrinking(window):
+            request = tool_blocks_cut(kept.request, per_block, self.estimator)
+            if int(self.estimator.estimate_request(request) * scale) <= window:
+                log.warning(
+                    "session %s turn %d: the newest tool group alone is over the window; "
+                    "its tool inputs and results are sent as previews of %d tokens at most",
+                    call.session_id,
+                    call.turn,
+                    per_block,
+                )
+                return self._commit(kept.evolve(request=request), record)
+        raise self._cannot_fit(call, body, scale)
+
+    def _cannot_fit(
+        self, call: ModelCall, body: tuple[Message, ...], scale: float
+    ) -> CannotFitError:
+        """The error naming what does not fit, with the request's true size."""
+        window = window_of(call, self.profile)
+        tokens = int(self.estimator.estimate_request(call.request) * scale)
+        fixed = call.request.model_copy(update={"messages": ()})
+        fixed_tokens = int(self.estimator.estimate_request(fixed) * scale)
+        if tokens <= window:
+            return CannotFitError(
+                f"session {call.session_id} turn {call.turn}: the provider refused the "
+                f"request as too long, but it measures about {tokens} tokens here, under the "
+                f"profile's window of {window}, and nothing more can be evicted; the model's "
+                "window is probably smaller than its profile says (HANGO_MODEL_PROFILES)",
+                tokens=tokens,
+                limit=window,
+            )
+        return CannotFitError(
+            f"session {call.session_id} turn {call.turn}: the request needs about {tokens} "
+            f"tokens ({len(body)} messages; the system prompt and tool definitions alone "
+            f"{fixed_tokens}) and nothing more can be evicted or shortened to fit the "
+            f"model's window of {window}; give the model a larger window "
+            "(HANGO_MODEL_PROFILES) or a shorter system prompt",
+            tokens=tokens,
+            limit=window,
+        )
 
     def _truncation_scale(self, call: ModelCall, tokens: int) -> float:
         """Estimates times this scale are in the units of the window.

@@ -11,6 +11,12 @@ before it is stored: a result over ``max_result_tokens`` is written in full to
 naming that path. The transcript then holds the preview from the start, so every later
 request is smaller and stays byte-identical (nothing is rewritten later, which keeps the
 prompt cache valid).
+
+``fit_batch`` (the loop's batch hook) does the same for a parallel batch whose results
+are each small enough but together over ``max_batch_tokens`` (a model reading 18 files
+at once): its largest results are offloaded, with shorter previews, until the batch
+fits. Without it such a batch could exceed the window on its own; a tool group is never
+split, so no compaction could bring the request back under the window again.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import logging
 
 from hango.core.errors import HangoError
-from hango.core.messages import TextBlock
+from hango.core.messages import TextBlock, ToolResultBlock
 from hango.history.base import HistoryBackend
 from hango.history.paths import large_tool_result_path
 from hango.middleware.base import Assembly, PassThrough
@@ -29,6 +35,10 @@ logger = logging.getLogger(__name__)
 
 PREVIEW_LINES = 10
 PREVIEW_CHARS = 2_000
+# The previews of a batch's offloaded results are short: there may be dozens of them.
+BATCH_PREVIEW_LINES = 3
+BATCH_PREVIEW_CHARS = 300
+PREVIEW_OPENING = "[This tool result is too large to show in full:"
 
 FILES_PROMPT = (
     "## Files\n"
@@ -56,11 +66,16 @@ class FilesystemMiddleware(PassThrough):
         max_result_tokens: int,
         estimator: Estimator,
         tools: ToolRegistry | None = None,
+        max_batch_tokens: int | None = None,
     ) -> None:
         if max_result_tokens <= 0:
             raise ValueError(f"max_result_tokens must be positive, not {max_result_tokens}")
+        if max_batch_tokens is not None and max_batch_tokens <= 0:
+            raise ValueError(f"max_batch_tokens must be positive, not {max_batch_tokens}")
         self.history = history
         self.max_result_tokens = max_result_tokens
+        # None: a batch is only bounded by its results' own limit.
+        self.max_batch_tokens = max_batch_tokens
         self.estimator = estimator
         self.tools = tools if tools is not None else ToolRegistry(history)
 
@@ -88,6 +103,48 @@ class FilesystemMiddleware(PassThrough):
             return content
         return large_result_preview(content, path=path, tokens=tokens)
 
+    def fit_batch(
+        self, results: tuple[ToolResultBlock, ...], *, session_id: str
+    ) -> tuple[ToolResultBlock, ...]:
+        """The batch's results, its largest ones offloaded until together they fit.
+
+        Each offloaded result becomes a short preview naming its file; a result that
+        cannot be written stays whole (the summarization middleware then shortens it in
+        the outgoing copy as a last resort). Pairing and order are unchanged.
+        """
+        budget = self.max_batch_tokens
+        sizes = [self.estimator.estimate(r.text()) for r in results]
+        if budget is None or sum(sizes) <= budget:
+            return results
+        fitted = list(results)
+        total = sum(sizes)
+        for index in sorted(range(len(results)), key=lambda i: -sizes[i]):
+            if total <= budget:
+                break
+            shorter = self._offloaded(fitted[index], session_id, sizes[index])
+            if shorter is not None:
+                fitted[index] = shorter
+                total += self.estimator.estimate(shorter.text()) - sizes[index]
+        return tuple(fitted)
+
+    def _offloaded(
+        self, result: ToolResultBlock, session_id: str, tokens: int
+    ) -> ToolResultBlock | None:
+        """The result as a short preview of the file now holding it; None if it cannot be."""
+        content = result.content
+        if not isinstance(content, str) or content.startswith(PREVIEW_OPENING):
+            return None
+        try:
+            path = self._free_path(session_id, result.tool_use_id, content)
+            self.history.write(path, content)
+        except (HangoError, OSError) as error:
+            logger.warning("could not offload result %s: %s", result.tool_use_id, error)
+            return None
+        preview = large_result_preview(
+            content, path=path, tokens=tokens, lines=BATCH_PREVIEW_LINES, chars=BATCH_PREVIEW_CHARS
+        )
+        return result.model_copy(update={"content": preview})
+
     def _free_path(self, session_id: str, tool_use_id: str, content: str) -> str:
         path = base = large_tool_result_path(session_id, tool_use_id)
         n = 2
@@ -108,7 +165,7 @@ def large_result_preview(
     head, tail = _head_and_tail(content, lines, chars)
     line_count = len(content.splitlines())
     parts = [
-        f"[This tool result is too large to show in full: about {tokens} tokens, "
+        f"{PREVIEW_OPENING} about {tokens} tokens, "
         f"{len(content)} characters, {line_count} lines. The full text is saved at {path}; "
         "read it with read_file, using offset and limit to page through it.]",
         f"--- start ---\n{head}",

@@ -101,6 +101,7 @@ def build_agent(
         max_result_tokens=offload_limit(settings, profile),
         estimator=estimator,
         tools=tools,
+        max_batch_tokens=batch_limit(settings, profile),
     )
     summarization = SummarizationMiddleware(
         profile=profile,
@@ -198,6 +199,16 @@ def offload_limit(settings: Settings, profile: ModelProfile) -> int:
     compaction can get the request back under the trigger).
     """
     return min(settings.tool_result_offload_tokens, profile.max_input_tokens // 10)
+
+
+def batch_limit(settings: Settings, profile: ModelProfile) -> int:
+    """A parallel tool batch over this many tokens has its largest results offloaded.
+
+    A quarter of the window (never under the single-result limit): the batch is one tool
+    group, which no compaction can split, so it must fit beside the system prompt, the
+    tools, the summary and the question with room to spare.
+    """
+    return max(offload_limit(settings, profile), profile.max_input_tokens // 4)
 
 
 def open_store(settings: Settings, *, migrate: bool = False) -> Store:
