@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hango.compaction.jobs import OffloadJob, Summarizer, SummaryJob
+from hango.compaction.jobs import OffloadJob, Summarizer, SummaryJob, summary_digest
 from hango.core.errors import MissingRangeError
 from hango.core.messages import StoredMessage
 from hango.core.settings import Settings
@@ -107,6 +107,42 @@ def load_checked_range(
     return found
 
 
+# How many turns back the record a summary builds on is looked for (it is normally in the
+# job's own run: each run carries the latest record forward).
+PREVIOUS_LOOKBACK = 8
+
+
+def stored_previous_summary(
+    store: Store, session_id: str, turn: int, from_seq: int, digest: str
+) -> str | None:
+    """The summary the evicted range follows, read from the compaction record it builds on.
+
+    The range of a summary starts where the previous record kept from, so that record is
+    the one whose ``kept_from_seq`` is ``from_seq`` (none for the first compaction). The
+    text must match the digest the agent sent, or the job is refused: a summary built on
+    another history would be installed as this one's.
+    """
+    found = _record_summary(store, session_id, turn, from_seq)
+    if summary_digest(found) != digest:
+        raise MissingRangeError(
+            f"session {session_id!r} turn {turn}: the summary that messages from {from_seq} "
+            "follow is not in this worker's store as the agent saw it (state not saved yet, "
+            "another database, or a reused session id)"
+        )
+    return found
+
+
+def _record_summary(store: Store, session_id: str, turn: int, from_seq: int) -> str | None:
+    for earlier in range(turn, max(0, turn - PREVIOUS_LOOKBACK), -1):
+        run = store.run(session_id, earlier)
+        if run is None:
+            continue
+        for record in (*reversed(run.state.compactions), run.state.latest):
+            if record is not None and record.kept_from_seq == from_seq:
+                return record.summary
+    return None
+
+
 def run_summary(
     services: WorkerServices,
     *,
@@ -114,19 +150,22 @@ def run_summary(
     turn: int,
     from_seq: int,
     to_seq: int,
-    previous_summary: str | None,
     model: str,
     fingerprint: str = "",
+    previous_digest: str = "",
 ) -> str:
     """The summary of the range as committed JSON (``SummaryResult``)."""
 
     def compute() -> str:
+        previous = stored_previous_summary(
+            services.store, session_id, turn, from_seq, previous_digest
+        )
         job = SummaryJob(
             session_id=session_id,
             turn=turn,
             from_seq=from_seq,
             to_seq=to_seq,
-            previous_summary=previous_summary,
+            previous_summary=previous,
             evicted=load_checked_range(services.store, session_id, from_seq, to_seq, fingerprint),
             model=model,
         )

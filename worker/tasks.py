@@ -104,9 +104,9 @@ def summarize(
     turn: int,
     from_seq: int,
     to_seq: int,
-    previous_summary: str | None,
     model: str,
     fingerprint: str = "",
+    previous_digest: str = "",
 ) -> None:
     try:
         run_summary(
@@ -115,7 +115,7 @@ def summarize(
             turn=turn,
             from_seq=from_seq,
             to_seq=to_seq,
-            previous_summary=previous_summary,
+            previous_digest=previous_digest,
             model=model,
             fingerprint=fingerprint,
         )

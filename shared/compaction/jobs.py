@@ -71,3 +71,14 @@ def range_fingerprint(evicted: Sequence[StoredMessage]) -> str:
         payload = [stored.seq, stored.message.to_api()]
         digest.update(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
     return digest.hexdigest()[:16]
+
+
+def summary_digest(text: str | None) -> str:
+    """A short digest of a previous summary (``""`` for none).
+
+    Task arguments carry no conversation text: the worker reads the previous summary
+    from the store (the compaction record the job builds on) and checks it against this.
+    """
+    if text is None:
+        return ""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -29,6 +29,7 @@ from hango.compaction.jobs import (
     Summarizer,
     SummaryJob,
     SummaryResult,
+    summary_digest,
 )
 from hango.core.errors import (
     JobFailedError,
@@ -89,7 +90,8 @@ def summarize_kwargs(job: SummaryJob) -> dict[str, Any]:
         "turn": job.turn,
         "from_seq": job.from_seq,
         "to_seq": job.to_seq,
-        "previous_summary": job.previous_summary,
+        # Never the text itself: the worker reads it from the store and checks this.
+        "previous_digest": summary_digest(job.previous_summary),
         "model": job.model,
         "fingerprint": range_fingerprint(job.evicted),
     }

@@ -539,3 +539,13 @@ def test_agent_turn_compacts_through_the_queue_and_reuses_the_cached_summary(
     assert probe.calls() == 1
     history = agent.history.read(conversation_history_path("s-agent"))
     assert history.count("remember item 0") == 1
+
+    # A second summary builds on the first: the worker reads it from the stored record
+    # (the task carries only its digest) and summarizes on the worker, not in-process.
+    for i in range(3):
+        provider.push(text_reply(f"noted again {i}"))
+        agent.loop.run_turn("s-agent", f"remember another item {i}")
+    provider.push(overflow(), text_reply("done again"))
+    (second,) = agent.loop.run_turn("s-agent", "and one more").compactions
+    assert second.summarizer == "worker:llm" and second.fallback_reason is None
+    assert probe.calls() == 2

@@ -72,7 +72,7 @@ def publish_summary(settings: Settings, store: Store, session_id: str) -> JobKey
         "turn": 2,
         "from_seq": 1,
         "to_seq": 2,
-        "previous_summary": None,
+        "previous_digest": "",
         "model": "summ-model",
     }
     app = producer_app(settings)

@@ -358,7 +358,7 @@ def test_after_a_deadline_the_fallback_summary_is_committed_for_the_whole_turn()
                 "turn": 3,
                 "from_seq": 1,
                 "to_seq": 4,
-                "previous_summary": None,
+                "previous_digest": "",
                 "model": "m",
                 "fingerprint": range_fingerprint(summary_job().evicted),
             },
