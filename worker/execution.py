@@ -85,13 +85,38 @@ def run_once(cache: ResultCache, key: JobKey, lease_ttl: float, compute: Callabl
 def load_range(
     store: Store, session_id: str, from_seq: int, to_seq: int
 ) -> tuple[StoredMessage, ...]:
-    """Messages ``from_seq..to_seq`` (inclusive), all of them or :class:`MissingRangeError`."""
+    """Messages ``from_seq..to_seq`` (inclusive), all of them or :class:`MissingRangeError`.
+
+    The bounds are checked against the store before anything is read or built: a task
+    published by anyone who can reach the broker must not make a worker allocate by its
+    word (``to_seq=10**9`` once cost 6 GB).
+    """
+    _check_bounds(store, session_id, from_seq, to_seq)
     found = tuple(store.messages(session_id, from_seq, to_seq))
-    if [m.seq for m in found] != list(range(from_seq, to_seq + 1)):
+    whole = len(found) == to_seq - from_seq + 1
+    if not whole or any(m.seq != from_seq + i for i, m in enumerate(found)):
         raise MissingRangeError(
             f"session {session_id!r}: the store holds {len(found)} of messages {from_seq}..{to_seq}"
         )
     return found
+
+
+def _check_bounds(store: Store, session_id: str, from_seq: int, to_seq: int) -> None:
+    for name, value in (("from_seq", from_seq), ("to_seq", to_seq)):
+        if type(value) is not int or value < 1:
+            raise MissingRangeError(f"{name} must be a positive integer, not {value!r}")
+    if to_seq < from_seq:
+        raise MissingRangeError(f"to_seq ({to_seq}) is before from_seq ({from_seq})")
+    last = store.last_seq(session_id)
+    if last == 0:
+        raise MissingRangeError(
+            f"session {session_id!r}: the store holds 0 of messages {from_seq}..{to_seq}"
+        )
+    if to_seq > last:
+        raise MissingRangeError(
+            f"session {session_id!r}: messages {from_seq}..{to_seq} asked, the store holds "
+            f"messages up to {last}"
+        )
 
 
 def load_checked_range(

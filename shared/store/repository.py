@@ -349,6 +349,13 @@ class Store:
         ]
 
     @once_more_on_disconnect
+    def last_seq(self, session_id: str) -> int:
+        """The sequence number of the session's newest message (0: none)."""
+        query = select(func.max(messages.c.seq)).where(messages.c.session_id == session_id)
+        with self.engine.connect() as conn:
+            return int(conn.execute(query).scalar() or 0)
+
+    @once_more_on_disconnect
     def _last_message(self, session_id: str) -> StoredMessage | None:
         query = (
             select(messages.c.seq, messages.c.turn, messages.c.content)

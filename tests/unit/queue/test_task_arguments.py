@@ -20,7 +20,7 @@ from hango.queue.celery_config import SUMMARIZE_QUEUE, SUMMARIZE_TASK, task_queu
 from hango.queue.dispatch import CeleryDispatcher
 from hango.queue.queued import summarize_kwargs
 from hango.store import Store
-from hango_worker.execution import stored_previous_summary
+from hango_worker.execution import load_range, stored_previous_summary
 
 PREVIOUS = "## Goal\nShip the zebra-quartz migration for tenant 4411."
 SECRET_LINE = "the user's confidential remark: cobalt-heron-17"
@@ -99,3 +99,50 @@ def test_a_previous_summary_that_differs_from_the_agents_is_refused(tmp_path: Pa
     store = _store_with_record(tmp_path, kept_from_seq=5, summary="another history's summary")
     with pytest.raises(MissingRangeError, match="not in this worker's store"):
         stored_previous_summary(store, "s1", 3, 5, summary_digest(PREVIOUS))
+
+
+# -- task arguments are checked against the store before anything is built -------------
+
+
+def _store_with_messages(tmp_path: Path, count: int) -> Store:
+    store = Store.from_url(f"sqlite:///{tmp_path / 'm.db'}")
+    store.migrate()
+    store.ensure_session("s1", "m")
+    for i in range(count):
+        role = "user" if i % 2 == 0 else "assistant"
+        store.append_message("s1", 1, Message(role=role, content=f"message {i}"))
+    return store
+
+
+@pytest.mark.parametrize(
+    ("from_seq", "to_seq", "says"),
+    [
+        (1, 10**9, "holds messages up to 4"),
+        (1, 10**18, "holds messages up to 4"),
+        (0, 2, "from_seq"),
+        (-5, 2, "from_seq"),
+        (3, 2, "to_seq"),
+        (True, 2, "from_seq"),
+    ],
+)
+def test_an_absurd_range_is_refused_before_anything_is_built(
+    tmp_path: Path, from_seq: int, to_seq: int, says: str
+) -> None:
+    import tracemalloc
+
+    store = _store_with_messages(tmp_path, 4)
+    tracemalloc.start()
+    try:
+        with pytest.raises(MissingRangeError, match=says):
+            load_range(store, "s1", from_seq, to_seq)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000  # a normal range of 4 messages costs far less than this
+
+
+def test_a_range_with_a_gap_is_refused_and_a_whole_one_is_loaded(tmp_path: Path) -> None:
+    store = _store_with_messages(tmp_path, 4)
+    assert [m.seq for m in load_range(store, "s1", 2, 4)] == [2, 3, 4]
+    with pytest.raises(MissingRangeError, match="holds 0 of messages"):
+        load_range(store, "other-session", 1, 1)
