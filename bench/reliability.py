@@ -22,6 +22,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -54,6 +55,7 @@ class SessionRun:
 def agent_settings(redis_url: str, database_url: str, history_root: Path) -> Settings:
     return load_settings(
         redis_url=redis_url,
+        queue_secret=secrets.token_hex(32),
         database_url=database_url,
         history_root=history_root,
         worker_summarizer="simulated",
@@ -151,6 +153,8 @@ def drive(
             "simulated_summarizer_latency", "estimator", "queue_deadline",
         )
     }  # fmt: skip
+    secret = settings.queue_secret
+    values["queue_secret"] = secret.get_secret_value() if secret else None
     seeds = list(range(1, sessions + 1))
     jobs = [(values, seeds[i::agents], turns) for i in range(agents)]
     started = time.perf_counter()

@@ -20,12 +20,14 @@ from celery import Celery, signals
 from hango.core.errors import EXIT_WORKER_CONFIG, ConfigError
 from hango.core.settings import Settings, load_settings
 from hango.queue.celery_config import SUMMARIZE_QUEUE, celery_config
+from hango.queue.signing import signer_from_settings
 from hango_worker.summarizer import check_worker_summarizer
 
 
 def create_app(settings: Settings | None = None) -> Celery:
     """The worker app; fails with a ``ConfigError`` naming the variable on bad settings."""
     settings = settings or load_settings()
+    signer_from_settings(settings)  # results it commits are signed: no secret, no start
     app = Celery("hango", include=["hango_worker.tasks"])
     app.conf.update(celery_config(settings))
     return app

@@ -152,6 +152,8 @@ class Settings(BaseSettings):
     queue_lease_ttl: float = Field(default=15.0, gt=0)
     queue_enqueue_ttl: float = Field(default=30.0, gt=0)
     queue_result_ttl: float = Field(default=7 * 24 * 3600.0, gt=0)
+    # Signs every committed result (hango.queue.signing); required with HANGO_REDIS_URL.
+    queue_secret: SecretStr | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -14,6 +14,7 @@ next check.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import redis
@@ -21,6 +22,13 @@ import redis
 from hango.core.errors import LeaseBusyError
 from hango.queue.keys import JobKey
 from hango.queue.lease import Lease
+from hango.queue.signing import SECRET_VARIABLE, ResultSigner
+
+log = logging.getLogger(__name__)
+
+# A value that fails the check is deleted and the step tried again, this many times at
+# most (a rogue writer racing the cache cannot keep it busy for ever).
+FORGERY_RETRIES = 3
 
 # How long a job's wake-up list lives: only callers waiting right now use it.
 DONE_TTL_MS = 300_000
@@ -77,6 +85,16 @@ return current
 """
 
 
+# Deletes a rejected value only if it is still the one that was checked.
+# KEYS: result. ARGV: the rejected value.
+_DELETE_IF_SAME = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('del', KEYS[1])
+end
+return 0
+"""
+
+
 @dataclass(frozen=True)
 class JobState:
     """One consistent snapshot of a job's keys."""
@@ -96,45 +114,86 @@ def _text(value: object) -> str | None:
 
 
 class ResultCache:
-    """Reads and commits job results in Redis; every method may raise ``redis.RedisError``."""
+    """Reads and commits job results in Redis; every method may raise ``redis.RedisError``.
 
-    def __init__(self, client: redis.Redis, *, result_ttl: float) -> None:
+    Results are signed (:mod:`hango.queue.signing`): every read returns only a value
+    whose MAC matches its key; anything else is logged, counted in :attr:`rejected`,
+    deleted, and read as absent, so the job is computed again.
+    """
+
+    def __init__(self, client: redis.Redis, *, result_ttl: float, signer: ResultSigner) -> None:
         self.client = client
         self.result_ttl_ms = max(1, int(result_ttl * 1000))
+        self.signer = signer
+        self.rejected = 0
+        self._delete_if_same = client.register_script(_DELETE_IF_SAME)
         # Registered once: each call is then one EVALSHA, not the script's text again.
         self._set_if_absent = client.register_script(_SET_IF_ABSENT_RETURN_WINNER)
         self._commit_and_release = client.register_script(_COMMIT_AND_RELEASE)
         self._result_or_lease = client.register_script(_RESULT_OR_LEASE)
         self._record_error = client.register_script(_RECORD_ERROR_AND_WAKE)
 
+    def _opened(self, key: JobKey, stored: object) -> str | None:
+        """The payload of a stored value, or None (absent, or rejected and deleted)."""
+        text = _text(stored)
+        if text is None:
+            return None
+        payload = self.signer.open(key.result, text)
+        if payload is None:
+            self.rejected += 1
+            log.error(
+                "%s: a result in Redis failed its signature check and was discarded (%d so "
+                "far): written by something else, copied from another job, or signed with "
+                "another %s",
+                key,
+                self.rejected,
+                SECRET_VARIABLE,
+            )
+            self._delete_if_same(keys=[key.result], args=[text])
+        return payload
+
     def get(self, key: JobKey) -> str | None:
-        return _text(self.client.get(key.result))
+        return self._opened(key, self.client.get(key.result))
 
     def commit(self, key: JobKey, payload: str) -> str:
         """Store ``payload`` unless a result is already there; return the one that is."""
-        winner = self._set_if_absent(
-            keys=[key.result, key.done], args=[payload, self.result_ttl_ms, DONE_TTL_MS]
-        )
-        return _text(winner) or payload
+        signed = self.signer.sign(key.result, payload)
+        for _ in range(FORGERY_RETRIES):
+            winner = self._set_if_absent(
+                keys=[key.result, key.done], args=[signed, self.result_ttl_ms, DONE_TTL_MS]
+            )
+            opened = self._opened(key, winner)
+            if opened is not None:
+                return opened
+        return payload  # ours is the only genuine one: never a rejected value
 
     def result_or_lease(self, key: JobKey, lease: Lease) -> str | None:
         """The committed result; else take ``lease`` and return None; else LeaseBusyError."""
-        outcome, value = self._result_or_lease(
-            keys=[key.result, key.lease], args=[lease.token, lease.ttl_ms]
-        )
-        if _text(outcome) == "done":
-            return _text(value)
-        if _text(outcome) == "busy":
-            raise LeaseBusyError(key.lease)
-        return None
+        for _ in range(FORGERY_RETRIES):
+            outcome, value = self._result_or_lease(
+                keys=[key.result, key.lease], args=[lease.token, lease.ttl_ms]
+            )
+            if _text(outcome) == "busy":
+                raise LeaseBusyError(key.lease)
+            if _text(outcome) != "done":
+                return None
+            opened = self._opened(key, value)
+            if opened is not None:
+                return opened
+        raise LeaseBusyError(key.lease)  # someone keeps planting values: try again later
 
     def commit_and_release(self, key: JobKey, payload: str, lease: Lease) -> str:
         """:meth:`commit`, and release ``lease`` if still held, in one round trip."""
-        winner = self._commit_and_release(
-            keys=[key.result, key.lease, key.done],
-            args=[payload, self.result_ttl_ms, lease.token, DONE_TTL_MS],
-        )
-        return _text(winner) or payload
+        signed = self.signer.sign(key.result, payload)
+        for _ in range(FORGERY_RETRIES):
+            winner = self._commit_and_release(
+                keys=[key.result, key.lease, key.done],
+                args=[signed, self.result_ttl_ms, lease.token, DONE_TTL_MS],
+            )
+            opened = self._opened(key, winner)
+            if opened is not None:
+                return opened
+        return payload
 
     def wait_for_commit(self, key: JobKey, timeout: float) -> bool:
         """Block until the job's result or error is committed, at most ``timeout`` seconds.
@@ -158,7 +217,8 @@ class ResultCache:
         pipe.exists(key.lease)
         pipe.exists(key.enqueue)
         result, error, leased, dispatched = pipe.execute()
-        return JobState(_text(result), _text(error), bool(leased), bool(dispatched))
+        opened = self._opened(key, result)
+        return JobState(opened, _text(error), bool(leased), bool(dispatched))
 
     def claim_dispatch(self, key: JobKey, ttl_seconds: float) -> bool:
         """True for the one caller that should publish the task now."""

@@ -11,6 +11,7 @@ from hango.queue.celery_config import check_time_limits, redis_url_of
 from hango.queue.dispatch import CeleryDispatcher, producer_app
 from hango.queue.queued import QueuedOffloader, QueuedSummarizer
 from hango.queue.results import ResultCache
+from hango.queue.signing import signer_from_settings
 from hango.queue.waiting import WaitPolicy
 
 # A Redis that stops answering must not hold a turn for long: the port falls back.
@@ -28,7 +29,11 @@ def redis_client(settings: Settings) -> redis.Redis:
 
 
 def result_cache(settings: Settings, client: redis.Redis | None = None) -> ResultCache:
-    return ResultCache(client or redis_client(settings), result_ttl=settings.queue_result_ttl)
+    """The signed result cache; a ``ConfigError`` without ``HANGO_QUEUE_SECRET``."""
+    signer = signer_from_settings(settings)
+    return ResultCache(
+        client or redis_client(settings), result_ttl=settings.queue_result_ttl, signer=signer
+    )
 
 
 def wait_policy(settings: Settings) -> WaitPolicy:
@@ -46,8 +51,9 @@ def make_queued_ports(
     """The queued summarizer and offloader over ``HANGO_REDIS_URL``.
 
     Nothing is contacted here: an unreachable Redis shows up on the first job, which then
-    falls back. ``store`` is accepted for symmetry with the in-process ports and unused:
-    the agent side sends sequence numbers, the worker reads the messages.
+    falls back. A missing or too short ``HANGO_QUEUE_SECRET`` is a ``ConfigError`` now.
+    ``store`` is accepted for symmetry with the in-process ports and unused: the agent
+    side sends sequence numbers, the worker reads the messages.
     """
     del store
     check_time_limits(settings)

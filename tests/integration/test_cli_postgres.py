@@ -12,6 +12,7 @@ from hango.cli import main
 from hango.cli.errors import EXIT_QUEUE
 from tests.integration.worker_support import (
     FAST_LIMITS,
+    TEST_QUEUE_SECRET,
     claimed_redis_db,
     queue_settings,
     redis_reachable,
@@ -60,6 +61,7 @@ def test_simulate_on_postgres_then_inspect_it(
 
 def _queue_env(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
     monkeypatch.setenv("HANGO_REDIS_URL", url)
+    monkeypatch.setenv("HANGO_QUEUE_SECRET", TEST_QUEUE_SECRET)
     for name, value in FAST_LIMITS.items():
         monkeypatch.setenv(f"HANGO_{name.upper()}", str(value))
 

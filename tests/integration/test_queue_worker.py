@@ -36,12 +36,14 @@ from hango.queue.dispatch import CeleryDispatcher, producer_app
 from hango.queue.keys import JobKey
 from hango.queue.lease import Lease, held_lease
 from hango.queue.results import ResultCache
+from hango.queue.signing import ResultSigner
 from hango.store import Store
 from hango.summarizers.llm import LLMSummarizer
 from hango.summarizers.offload import InlineOffloader, offload_key
 from hango.wiring.queue import make_queued_ports
 from tests.agent_support import build
 from tests.integration.worker_support import (
+    TEST_QUEUE_SECRET,
     ProviderProbe,
     WorkerProcess,
     claimed_redis_db,
@@ -227,7 +229,7 @@ def test_lease_is_exclusive_kept_alive_and_released_only_by_its_holder(
 
 
 def test_result_commit_keeps_the_first_writer(client: redis.Redis) -> None:
-    cache = ResultCache(client, result_ttl=60)
+    cache = ResultCache(client, result_ttl=60, signer=ResultSigner(TEST_QUEUE_SECRET))
     key = JobKey("summary", "s-commit", 1)
     client.delete(key.result)
     assert cache.commit(key, "first") == "first"
@@ -239,7 +241,7 @@ def test_result_commit_keeps_the_first_writer(client: redis.Redis) -> None:
 def test_a_task_takes_the_lease_or_the_result_and_releases_as_it_commits(
     client: redis.Redis,
 ) -> None:
-    cache = ResultCache(client, result_ttl=60)
+    cache = ResultCache(client, result_ttl=60, signer=ResultSigner(TEST_QUEUE_SECRET))
     key = JobKey("summary", "s-claim", 1)
     client.delete(key.result, key.lease)
     mine, theirs = Lease(client, key.lease, 5), Lease(client, key.lease, 5)
@@ -459,7 +461,13 @@ def test_redis_down_the_turn_completes_through_the_fallback_within_the_deadline(
     tmp_path: Path, pg_store: Store
 ) -> None:
     down = f"redis://127.0.0.1:{closed_port()}/0"
-    agent, provider = build(tmp_path, store=pg_store, redis_url=down, queue_deadline=5.0)
+    agent, provider = build(
+        tmp_path,
+        store=pg_store,
+        redis_url=down,
+        queue_deadline=5.0,
+        queue_secret=TEST_QUEUE_SECRET,
+    )
     assert isinstance(agent.summarizer, QueuedSummarizer)
 
     started = time.monotonic()
@@ -499,6 +507,7 @@ def test_agent_turn_compacts_through_the_queue_and_reuses_the_cached_summary(
             tmp_path,
             store=pg_store,
             redis_url=settings.redis_url,
+            queue_secret=settings.queue_secret,
             history_root=settings.history_root,
             queue_deadline=settings.queue_deadline,
             queue_lease_ttl=settings.queue_lease_ttl,

@@ -25,12 +25,14 @@ from hango.queue.dispatch import CeleryDispatcher, producer_app
 from hango.queue.keys import JobKey
 from hango.queue.queued import job_key
 from hango.queue.results import ResultCache
+from hango.queue.signing import ResultSigner
 from hango.store import Store
 from hango.summarizers.llm import LLMSummarizer
 from hango.summarizers.offload import InlineOffloader
 from hango.wiring.queue import make_queued_ports
 from tests.integration.redis_server import RedisServer, own_redis, redis_server_available
 from tests.integration.worker_support import (
+    TEST_QUEUE_SECRET,
     ProviderProbe,
     WorkerProcess,
     queue_settings,
@@ -85,7 +87,7 @@ def publish_summary(settings: Settings, store: Store, session_id: str) -> JobKey
 
 def committed(server: RedisServer, key: JobKey, worker: WorkerProcess, timeout: float) -> str:
     """The result of ``key`` once a worker committed it; fails at once if the worker died."""
-    cache = ResultCache(server.client(), result_ttl=600)
+    cache = ResultCache(server.client(), result_ttl=600, signer=ResultSigner(TEST_QUEUE_SECRET))
     found: list[str] = []
 
     def has_result() -> bool:

@@ -215,6 +215,10 @@ def wait_until(condition: Callable[[], bool], timeout: float, failure: str) -> N
 # -- settings shared by the test (agent side) and the worker process -----------------------
 
 
+# The secret the test agents and workers share (results are signed with it).
+TEST_QUEUE_SECRET = "test-queue-secret-0123456789abcdef-shared"
+
+
 def queue_settings(
     *, redis: str, database_url: str, history_root: Path, **overrides: Any
 ) -> Settings:
@@ -225,6 +229,7 @@ def queue_settings(
         "history_root": history_root,
         "worker_summarizer": PROVIDER_SPEC,
         "estimator": "heuristic",
+        "queue_secret": TEST_QUEUE_SECRET,
     }
     values.update(overrides)
     return load_settings(**values)
@@ -250,6 +255,8 @@ def worker_env(settings: Settings) -> dict[str, str]:
         env["HANGO_ANTHROPIC_BASE_URL"] = settings.anthropic_base_url
     if settings.anthropic_api_key is not None:
         env["HANGO_ANTHROPIC_API_KEY"] = settings.anthropic_api_key.get_secret_value()
+    if settings.queue_secret is not None:
+        env["HANGO_QUEUE_SECRET"] = settings.queue_secret.get_secret_value()
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = str(REPO_ROOT)
     return env

@@ -88,8 +88,11 @@ def interpolated(value: str, env: dict[str, str]) -> str:
 
 def test_hango_environment_is_a_valid_configuration(services: dict[str, Any]) -> None:
     raw = services["migrate"]["environment"]
-    env = {"REDIS_PASSWORD": "s3cret"}
+    env = {"REDIS_PASSWORD": "s3cret", "HANGO_QUEUE_SECRET": "q" * 32}
     environment = {name: interpolated(str(value), env) for name, value in raw.items()}
+    # The result-signing secret comes from the environment: compose refuses to start without.
+    with pytest.raises(LookupError, match="HANGO_QUEUE_SECRET"):
+        interpolated(str(raw["HANGO_QUEUE_SECRET"]), {})
     assert environment["HANGO_DATABASE_URL"].startswith("postgresql+psycopg2://")
     assert "@postgres:5432/" in environment["HANGO_DATABASE_URL"]
     assert environment["HANGO_REDIS_URL"] == "redis://:s3cret@redis:6379/0"

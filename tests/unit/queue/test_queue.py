@@ -530,6 +530,7 @@ def test_the_worker_process_exits_with_one_line_naming_the_variable(tmp_path: Pa
     env.update(
         HANGO_REDIS_URL="redis://127.0.0.1:1/0",  # never contacted: it exits before
         HANGO_WORKER_SUMMARIZER="anthropic",
+        HANGO_QUEUE_SECRET="x" * 32,
         PYTHONPATH=str(Path(__file__).resolve().parents[3]),
     )
 
