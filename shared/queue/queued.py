@@ -15,10 +15,12 @@ any retry of it, sees one summary (invariant 4).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import redis
 from pydantic import ValidationError
@@ -118,8 +120,20 @@ def job_key(kind: JobKind, kwargs: dict[str, Any]) -> JobKey:
     )
 
 
+@runtime_checkable
+class SummarizesBy(Protocol):
+    """A summarizer that can be given the deadline left (``LLMSummarizer``)."""
+
+    def summarize_by(self, job: SummaryJob, until: float | None) -> SummaryResult: ...
+
+
 class QueuedSummarizer:
-    """A :class:`Summarizer` whose work runs on the ``summarize`` queue."""
+    """A :class:`Summarizer` whose work runs on the ``summarize`` queue.
+
+    ``timeout`` (``HANGO_SUMMARIZER_TIMEOUT``) is the one deadline of a summary: the wait
+    for the worker ends by then at the latest (before the queue deadline when that is
+    longer), and the in-process fallback gets only what is left of it.
+    """
 
     def __init__(
         self,
@@ -128,15 +142,21 @@ class QueuedSummarizer:
         dispatcher: Dispatcher,
         policy: WaitPolicy,
         fallback: Summarizer,
+        timeout: float | None = None,
     ) -> None:
         self.cache = cache
         self.dispatcher = dispatcher
         self.policy = policy
         self.fallback = fallback
+        self.timeout = timeout
 
     def summarize(self, job: SummaryJob) -> SummaryResult:
+        until = None if self.timeout is None else time.monotonic() + self.timeout
         kwargs = summarize_kwargs(job)
         key = job_key("summary", kwargs)
+        policy = self.policy
+        if self.timeout is not None and self.timeout < policy.deadline:
+            policy = dataclasses.replace(policy, deadline=self.timeout)
         try:
             payload = wait_bounded(
                 self.cache,
@@ -144,15 +164,22 @@ class QueuedSummarizer:
                 lambda remaining: self.dispatcher.dispatch(
                     SUMMARIZE_TASK, kwargs, expires=remaining
                 ),
-                self.policy,
+                policy,
             )
             return SummaryResult.model_validate_json(payload)
         except _QUEUE_FAILURES as exc:
-            return self._fall_back(job, key, fallback_reason(exc))
+            return self._fall_back(job, key, fallback_reason(exc), until)
 
-    def _fall_back(self, job: SummaryJob, key: JobKey, reason: str) -> SummaryResult:
+    def _inline(self, job: SummaryJob, until: float | None) -> SummaryResult:
+        if until is not None and isinstance(self.fallback, SummarizesBy):
+            return self.fallback.summarize_by(job, until)
+        return self.fallback.summarize(job)
+
+    def _fall_back(
+        self, job: SummaryJob, key: JobKey, reason: str, until: float | None = None
+    ) -> SummaryResult:
         log.warning("%s: summarizing in-process instead of on the queue (%s)", key, reason)
-        result = self.fallback.summarize(job)
+        result = self._inline(job, until)
         reasons = "; ".join(r for r in (reason, result.fallback_reason) if r)
         result = result.model_copy(update={"fallback_reason": reasons})
         commit = Bounded(FALLBACK_COMMIT_BOUND, f"{key}: commit")

@@ -10,12 +10,21 @@ off again, it falls back too. The usage of every call is reported and added up.
 The one difference between the two places it runs is a transient provider error
 (429, 5xx, timeout): in the agent's process it falls back like any other, on a worker
 (``retry_transient=True``) it is raised so the Celery task retries it with backoff.
+
+``timeout`` is one wall-clock deadline for the whole summary, every attempt and the
+provider's own retries included (``HANGO_SUMMARIZER_TIMEOUT`` in the agent's process):
+each call runs on a daemon thread that is given up on when the deadline passes, so a
+hanging endpoint holds the turn no longer than the deadline. The abandoned call ends on
+its own at the provider's timeout; its reply is dropped.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
+import threading
+import time
 from collections.abc import Callable
 
 from hango.compaction.extractive import ExtractiveSummarizer
@@ -33,6 +42,8 @@ DEFAULT_SUMMARY_MAX_TOKENS = 8_192
 # A real briefing has seven headed sections; anything this short is an error or a refusal.
 MIN_SUMMARY_CHARS = 40
 
+SUMMARIZER_DEADLINE = "HANGO_SUMMARIZER_TIMEOUT"
+
 _WRAPPED = re.compile(r"<summary>\s*(.*)\s*</summary>", re.DOTALL)
 
 
@@ -48,6 +59,7 @@ class LLMSummarizer:
         on_usage: Callable[[Usage], None] | None = None,
         min_chars: int = MIN_SUMMARY_CHARS,
         retry_transient: bool = False,
+        timeout: float | None = None,
     ) -> None:
         self.provider = provider
         self.max_tokens = max_tokens
@@ -55,8 +67,15 @@ class LLMSummarizer:
         self.on_usage = on_usage
         self.min_chars = min_chars
         self.retry_transient = retry_transient
+        # None: no deadline of its own (a worker, where the task's time limits apply).
+        self.timeout = timeout
 
     def summarize(self, job: SummaryJob) -> SummaryResult:
+        until = None if self.timeout is None else time.monotonic() + self.timeout
+        return self.summarize_by(job, until)
+
+    def summarize_by(self, job: SummaryJob, until: float | None) -> SummaryResult:
+        """The summary, falling back when the monotonic clock reaches ``until``."""
         request = build_summary_request(job, model=job.model, max_tokens=self.max_tokens)
         violations = validate_request(request)
         if violations:
@@ -65,7 +84,8 @@ class LLMSummarizer:
         usage: Usage | None = None
         for max_tokens in (request.max_tokens, request.max_tokens * 2):
             try:
-                response = self._complete(request.model_copy(update={"max_tokens": max_tokens}))
+                attempt = request.model_copy(update={"max_tokens": max_tokens})
+                response = self._complete(attempt, until)
             except _FellBack as failed:
                 return self._fall_back(job, failed.reason, usage=usage)
             usage = response.usage if usage is None else usage.plus(response.usage)
@@ -79,10 +99,12 @@ class LLMSummarizer:
             return self._fall_back(job, problem, usage=usage)
         return SummaryResult(text=text, summarizer=SUMMARIZER_NAME, usage=usage)
 
-    def _complete(self, request: Request) -> Response:
+    def _complete(self, request: Request, until: float | None) -> Response:
         """One summary call, its usage reported; a failure to fall back on is ``_FellBack``."""
         try:
-            response = self.provider.complete(request)
+            response = self._within(until, lambda: self.provider.complete(request))
+        except _FellBack:
+            raise
         except TransientProviderError as error:
             if self.retry_transient:
                 raise
@@ -94,6 +116,31 @@ class LLMSummarizer:
         if self.on_usage is not None:
             self.on_usage(response.usage)
         return response
+
+    def _within(self, until: float | None, call: Callable[[], Response]) -> Response:
+        """``call()``, or ``_FellBack`` once the deadline passes (the call is abandoned)."""
+        if until is None:
+            return call()
+        outcome: list[Response] = []
+        failure: list[BaseException] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                outcome.append(call())
+            except BaseException as exc:
+                failure.append(exc)
+            finally:
+                done.set()
+
+        # The caller's context goes along: the summary's span stays a child of the turn's.
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(run,), name="hango-summary", daemon=True).start()
+        if not done.wait(max(0.0, until - time.monotonic())):
+            raise _FellBack(f"no summary within {SUMMARIZER_DEADLINE} ({self.timeout:g} s)")
+        if failure:
+            raise failure[0]
+        return outcome[0]
 
     def _fall_back(self, job: SummaryJob, reason: str, usage: Usage | None = None) -> SummaryResult:
         logger.warning(

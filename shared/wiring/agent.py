@@ -92,6 +92,7 @@ def build_agent(
     inline_summarizer = summarizer or LLMSummarizer(
         summarizer_provider or _instrumented(provider, telemetry, PURPOSE_SUMMARIZE),
         fallback=ExtractiveSummarizer(),
+        timeout=settings.summarizer_timeout,  # one deadline, the provider's retries included
     )
     summarizer, offloader = _ports(settings, store, history, inline_summarizer, inline_offloader)
     history_tools = _history_tools(store, profile, offload_limit(settings, profile))

@@ -61,7 +61,11 @@ def make_queued_ports(
     dispatcher = CeleryDispatcher(producer_app(settings))
     policy = wait_policy(settings)
     summarizer = QueuedSummarizer(
-        cache=cache, dispatcher=dispatcher, policy=policy, fallback=fallback_summarizer
+        cache=cache,
+        dispatcher=dispatcher,
+        policy=policy,
+        fallback=fallback_summarizer,
+        timeout=settings.summarizer_timeout,
     )
     offloader = QueuedOffloader(
         cache=cache,
