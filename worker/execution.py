@@ -17,8 +17,11 @@ runs again); never a second committed result.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import redis
 
 from hango.compaction.jobs import OffloadJob, Summarizer, SummaryJob, summary_digest
 from hango.core.errors import MissingRangeError
@@ -36,6 +39,10 @@ from hango.wiring.queue import result_cache
 from hango_worker.summarizer import worker_summarizer
 
 log = logging.getLogger(__name__)
+
+# Pauses between tries of a commit that found Redis down (doubling up to the maximum).
+COMMIT_RETRY_FIRST = 0.25
+COMMIT_RETRY_MAX = 4.0
 
 # Marks results computed on a worker (``CompactionRecord.summarizer``, e.g. "worker:llm").
 WORKER_PREFIX = "worker:"
@@ -63,11 +70,19 @@ class WorkerServices:
         )
 
 
-def run_once(cache: ResultCache, key: JobKey, lease_ttl: float, compute: Callable[[], str]) -> str:
+def run_once(
+    cache: ResultCache,
+    key: JobKey,
+    lease_ttl: float,
+    compute: Callable[[], str],
+    commit_budget: float = 0.0,
+) -> str:
     """The committed result of ``key``, computing it under the job's lease if needed.
 
     Two Redis round trips around the computation: "result, else lease" at the start and
-    "commit, release" at the end; the heartbeat keeps the lease alive in between.
+    "commit, release" at the end; the heartbeat keeps the lease alive in between. A
+    finished result is not thrown away because Redis is down at the end: the commit is
+    tried again for up to ``commit_budget`` seconds (what the task's time limit leaves).
     """
     lease = Lease(cache.client, key.lease, lease_ttl)
     committed = cache.result_or_lease(key, lease)  # LeaseBusyError: someone computes it now
@@ -79,7 +94,29 @@ def run_once(cache: ResultCache, key: JobKey, lease_ttl: float, compute: Callabl
     except BaseException:
         lease.release_quietly()
         raise
-    return cache.commit_and_release(key, payload, lease)
+    return _commit_retrying(cache, key, payload, lease, commit_budget)
+
+
+def _commit_retrying(
+    cache: ResultCache, key: JobKey, payload: str, lease: Lease, budget: float
+) -> str:
+    deadline = time.monotonic() + budget
+    pause = COMMIT_RETRY_FIRST
+    while True:
+        try:
+            return cache.commit_and_release(key, payload, lease)
+        except redis.RedisError as error:
+            if time.monotonic() + pause > deadline:
+                raise
+            log.warning("%s: could not commit the finished result (%s); retrying", key, error)
+            time.sleep(pause)
+            pause = min(pause * 2, COMMIT_RETRY_MAX)
+
+
+def commit_budget(settings: Settings) -> float:
+    """How long a finished result's commit may be retried: what the soft time limit
+    leaves after the longest summary call (an offload is quicker still)."""
+    return max(0.0, settings.worker_soft_time_limit - settings.summarizer_timeout - 1.0)
 
 
 def load_range(
@@ -199,7 +236,8 @@ def run_summary(
         return tagged.model_dump_json()
 
     key = JobKey("summary", session_id, turn, (from_seq, to_seq), fingerprint)
-    return run_once(services.cache, key, services.settings.queue_lease_ttl, compute)
+    settings = services.settings
+    return run_once(services.cache, key, settings.queue_lease_ttl, compute, commit_budget(settings))
 
 
 def run_offload(
@@ -225,7 +263,8 @@ def run_offload(
         return offload_payload(InlineOffloader(services.history).offload(job))
 
     key = JobKey("offload", session_id, turn, (from_seq, to_seq), fingerprint)
-    return run_once(services.cache, key, services.settings.queue_lease_ttl, compute)
+    settings = services.settings
+    return run_once(services.cache, key, settings.queue_lease_ttl, compute, commit_budget(settings))
 
 
 def record_failure(settings: Settings, key: JobKey, error: BaseException) -> None:

@@ -442,13 +442,16 @@ class AgentLoop:
         """Close the turn: the session counters are written here, once."""
         state = ctx.holder.state
         self._save_state(ctx)
-        self.store.write_session_counters(
+        # One transaction, retried once on a lost connection: idempotent (see close_turn).
+        self.store.close_turn(
+            ctx.run_id,
             ctx.session_id,
+            status=status,
+            error=error,
             last_input_tokens=ctx.input_tokens,
             compactions=state.compaction_count,
             usage=ctx.usage,
         )
-        self.store.finish_run(ctx.run_id, status, error)
         return TurnResult(
             session_id=ctx.session_id,
             turn=ctx.turn,

@@ -230,6 +230,17 @@ class Store:
         ``usage`` (one turn's real usage) is added to the session's usage sums in the
         same statement, as increments, so no read of the old sums can race with it.
         """
+        with self.engine.begin() as conn:
+            self._write_counters(conn, session_id, last_input_tokens, compactions, usage)
+
+    def _write_counters(
+        self,
+        conn: Connection,
+        session_id: str,
+        last_input_tokens: int,
+        compactions: int,
+        usage: UsageTotals | None,
+    ) -> None:
         values: dict[str, Any] = {
             "last_input_tokens": last_input_tokens,
             "compactions": compactions,
@@ -237,9 +248,39 @@ class Store:
         if usage is not None and usage.calls:
             values.update(_usage_increments(usage))
         statement = update(sessions).where(sessions.c.id == session_id).values(**values)
+        if conn.execute(statement).rowcount == 0:
+            raise UnknownSessionError(session_id, database=self.where)
+
+    @once_more_on_disconnect
+    def close_turn(
+        self,
+        run_id: int,
+        session_id: str,
+        *,
+        status: str,
+        error: str | None = None,
+        last_input_tokens: int,
+        compactions: int,
+        usage: UsageTotals | None = None,
+    ) -> bool:
+        """Finish the run and write the session counters in one transaction, once.
+
+        The run's ``running`` status guards the increments: a retry after a commit that
+        went through but whose answer was lost (a backend terminated at the wrong moment)
+        finds the run closed and adds nothing, so the step is safe to run again. False
+        when the run was already closed.
+        """
+        _check_status(status)
+        closing = (
+            update(runs)
+            .where(runs.c.id == run_id, runs.c.status == "running")
+            .values(status=status, error=error, finished_at=_now())
+        )
         with self.engine.begin() as conn:
-            if conn.execute(statement).rowcount == 0:
-                raise UnknownSessionError(session_id, database=self.where)
+            if conn.execute(closing).rowcount == 0:
+                return False
+            self._write_counters(conn, session_id, last_input_tokens, compactions, usage)
+        return True
 
     # -- messages (append-only) -------------------------------------------------------
 
@@ -451,10 +492,7 @@ class Store:
 
     def finish_run(self, run_id: int, status: str, error: str | None = None) -> None:
         """Close the run as ``"completed"`` or ``"failed"`` (with its error text)."""
-        if status not in FINISHED_STATUSES:
-            raise ValueError(
-                f"invalid run status {status!r}: use one of {sorted(FINISHED_STATUSES)}"
-            )
+        _check_status(status)
         self._update_run(run_id, status=status, error=error, finished_at=_now())
 
     @once_more_on_disconnect
@@ -593,6 +631,11 @@ def _lock_session(conn: Connection, session_id: str) -> None:
     if conn.execute(query).first() is None:
         where = conn.engine.url.render_as_string(hide_password=True)
         raise UnknownSessionError(session_id, database=where)
+
+
+def _check_status(status: str) -> None:
+    if status not in FINISHED_STATUSES:
+        raise ValueError(f"invalid run status {status!r}: use one of {sorted(FINISHED_STATUSES)}")
 
 
 def _now() -> datetime:
