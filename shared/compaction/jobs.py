@@ -33,6 +33,8 @@ class SummaryJob(BaseModel):
     previous_summary: str | None
     evicted: tuple[StoredMessage, ...]
     model: str
+    # A cap on the summary's length: set when a first summary did not fit its room.
+    max_tokens: int | None = None
 
 
 class SummaryResult(BaseModel):

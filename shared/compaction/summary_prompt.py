@@ -104,11 +104,16 @@ def _instructions(job: SummaryJob, transcript: str) -> str:
         )
     else:
         head = f"Below are the evicted {span}. Write the briefing for them.\n\n"
+    length = (
+        f" Keep the briefing under {job.max_tokens} tokens: only that much room is left."
+        if job.max_tokens
+        else ""
+    )
     return (
         f"{head}<transcript>\n{transcript}\n</transcript>\n\n"
         "Very long tool inputs and results in the transcript may be cut to their head and "
         "tail; each cut is marked. Write the briefing now, with the sections listed in "
-        "your instructions. Do not call any tools."
+        f"your instructions. Do not call any tools.{length}"
     )
 
 

@@ -25,6 +25,7 @@ from hango.compaction.jobs import (
 )
 from hango.compaction.mechanical import drop_oldest_groups
 from hango.compaction.record import CompactionReason, CompactionRecord
+from hango.compaction.summary_fit import fit_summary
 from hango.compaction.validate import Violation
 from hango.core.errors import CannotFitError
 from hango.core.messages import Message, StoredMessage
@@ -47,6 +48,9 @@ from hango.middleware.oversized import shrinking, tool_blocks_cut
 from hango.middleware.presummary import Presummaries
 from hango.middleware.token_figure import TokenFigure
 from hango.tokens.base import Estimator
+
+# Stands in for the summary while the room left for it is measured.
+_NO_SUMMARY = SummaryResult(text="", summarizer="none")
 
 # The middleware's own logger: one name for everything it logs.
 log = logging.getLogger("hango.middleware.summarization")
@@ -136,16 +140,26 @@ class Compacting:
         if offload_path is None:
             return self._truncate(call, tokens) if reason == "overflow" else call
         previous = call.state.state.latest
-        result = self._summary(
-            SummaryJob(
-                session_id=call.session_id,
-                turn=call.turn,
-                from_seq=evicted[0].seq,
-                to_seq=evicted[-1].seq,
-                previous_summary=previous.summary if previous else None,
-                evicted=evicted,
-                model=self.profile.summarizer_model or call.request.model,
-            )
+        job = SummaryJob(
+            session_id=call.session_id,
+            turn=call.turn,
+            from_seq=evicted[0].seq,
+            to_seq=evicted[-1].seq,
+            previous_summary=previous.summary if previous else None,
+            evicted=evicted,
+            model=self.profile.summarizer_model or call.request.model,
+        )
+        empty = summary_record(
+            call, reason, tokens, kept_from_seq, evicted, previous, offload_path, _NO_SUMMARY
+        )
+        room, hard_room = self._summary_rooms(call, empty, plan.boundary, tokens)
+        result = fit_summary(
+            self._summary(job),
+            job,
+            room=room,
+            hard_room=hard_room,
+            estimator=self.estimator,
+            ask=self._summary,
         )
         if reason == "threshold":
             # What the user's turn paid for the slow steps at the trigger.
@@ -168,6 +182,25 @@ class Compacting:
             self.observer.invalid_request_blocked(call.session_id, call.turn, details)
             return self._truncate(call, tokens)
         return self._commit(compacted, record)
+
+    def _summary_rooms(
+        self, call: ModelCall, empty: CompactionRecord, boundary: int, tokens: int
+    ) -> tuple[int, int]:
+        """The summary's room under the target and under the window, in estimator tokens.
+
+        Measured against what no truncation can remove (the fixed part, the head's frame,
+        the newest group), in the units that decided to compact: under the target, half
+        of what it leaves there but at least a quarter of the target; under the window,
+        all that the window leaves.
+        """
+        estimate = self.estimator.estimate_request(call.request)
+        scale = tokens / estimate if tokens > 0 and estimate > 0 else 1.0
+        newest = max([boundary, *group_starts(call.request.messages)])
+        fixed = self.estimator.estimate_request(apply_record(call, empty, newest).request) * scale
+        target = self.profile.target_tokens
+        hard = (window_of(call, self.profile) - fixed) / scale
+        room = max((target - fixed) / 2, target / 4) / scale
+        return int(min(room, hard)), int(hard)
 
     def _summary(self, job: SummaryJob) -> SummaryResult:
         """The port's summary; a port that fails outright still leaves a usable briefing."""

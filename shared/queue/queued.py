@@ -152,6 +152,10 @@ class QueuedSummarizer:
 
     def summarize(self, job: SummaryJob) -> SummaryResult:
         until = None if self.timeout is None else time.monotonic() + self.timeout
+        if job.max_tokens is not None:
+            # A shorter summary of a job already answered: its key would return the same
+            # result, so it is asked in-process.
+            return self._inline(job, until)
         kwargs = summarize_kwargs(job)
         key = job_key("summary", kwargs)
         policy = self.policy

@@ -76,13 +76,16 @@ class LLMSummarizer:
 
     def summarize_by(self, job: SummaryJob, until: float | None) -> SummaryResult:
         """The summary, falling back when the monotonic clock reaches ``until``."""
-        request = build_summary_request(job, model=job.model, max_tokens=self.max_tokens)
+        cap = min(self.max_tokens, job.max_tokens or self.max_tokens)
+        request = build_summary_request(job, model=job.model, max_tokens=cap)
         violations = validate_request(request)
         if violations:
             shown = format_violations(violations[:3])
             return self._fall_back(job, f"invalid summary request: {shown}")
         usage: Usage | None = None
-        for max_tokens in (request.max_tokens, request.max_tokens * 2):
+        # A capped job has no room for a second, longer attempt.
+        attempts = (cap,) if job.max_tokens else (cap, cap * 2)
+        for max_tokens in attempts:
             try:
                 attempt = request.model_copy(update={"max_tokens": max_tokens})
                 response = self._complete(attempt, until)
@@ -92,7 +95,11 @@ class LLMSummarizer:
             if response.stop_reason != "max_tokens":
                 break
         else:
-            cut = f"summary cut off at max_tokens twice ({request.max_tokens}, then {max_tokens})"
+            cut = (
+                f"summary cut off at its cap of {cap} tokens"
+                if job.max_tokens
+                else f"summary cut off at max_tokens twice ({cap}, then {max_tokens})"
+            )
             return self._fall_back(job, cut, usage=usage)
         text, problem = summary_text(response, min_chars=self.min_chars)
         if problem is not None:

@@ -1,0 +1,63 @@
+"""A summary is checked against the room it has before it is installed.
+
+A summary larger than the space left under the target (after the kept messages, the
+system prompt and the tools) used to be installed as it was; the request then failed to
+fit and the error blamed the newest tool group. Now the rungs are: the summary as it
+came; a shorter one, asked for with that room as its ``max_tokens``; the extractive
+briefing; that briefing cut to the room with a note. The reason is recorded in
+``fallback_reason``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hango.compaction.extractive import ExtractiveSummarizer
+from hango.compaction.jobs import SummaryJob, SummaryResult
+from hango.tokens.base import Estimator
+
+# The room a summary always has, however large the kept part (it may then be truncated).
+MIN_SUMMARY_TOKENS = 64
+# Characters per token assumed when a briefing is cut to its room (errs on the short side).
+CHARS_PER_TOKEN = 3
+
+
+def fit_summary(
+    result: SummaryResult,
+    job: SummaryJob,
+    *,
+    room: int,
+    hard_room: int,
+    estimator: Estimator,
+    ask: Callable[[SummaryJob], SummaryResult],
+) -> SummaryResult:
+    """``result`` when it fits in ``room`` tokens (under the target), else the first rung
+    that does; failing that, the first that fits ``hard_room`` (under the window); the
+    briefing cut to ``hard_room`` as the last resort."""
+    room, hard_room = max(room, MIN_SUMMARY_TOKENS), max(hard_room, MIN_SUMMARY_TOKENS)
+    size = estimator.estimate(result.text)
+    if size <= room:
+        return result
+    why = f"summary of about {size} tokens over the {room} tokens left for it under the target"
+    candidates = [("it", result)]
+    if result.fallback_reason is None:  # a model's summary: ask once for a shorter one
+        candidates.append(("a shorter one", ask(job.model_copy(update={"max_tokens": room}))))
+    candidates.append(("the extractive briefing", ExtractiveSummarizer().summarize(job)))
+    for limit, where in ((room, "the target"), (hard_room, "the window")):
+        for label, candidate in candidates:
+            if estimator.estimate(candidate.text) <= limit:
+                return _because(candidate, f"{why}; installed {label}, which fits {where}")
+    briefing = candidates[-1][1]
+    cut = briefing.model_copy(update={"text": _cut(briefing.text, hard_room)})
+    return _because(cut, f"{why}; installed the extractive briefing cut to {hard_room} tokens")
+
+
+def _because(result: SummaryResult, reason: str) -> SummaryResult:
+    reasons = "; ".join(r for r in (result.fallback_reason, reason) if r)
+    return result.model_copy(update={"fallback_reason": reasons})
+
+
+def _cut(text: str, room: int) -> str:
+    note = "\n[briefing cut to fit the context window; the full history is in the file]"
+    keep = max(0, room * CHARS_PER_TOKEN - len(note))
+    return text[:keep] + note

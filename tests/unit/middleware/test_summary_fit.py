@@ -1,0 +1,92 @@
+"""A summary is checked against its room before it is installed (issue 26, item 4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hango.compaction.jobs import SummaryJob, SummaryResult
+from hango.compaction.summary_fit import fit_summary
+from hango.compaction.validate import validate_request
+from hango.core.messages import Message, Request, Response, StoredMessage
+from hango.providers.scripted import ScriptedProvider, text_reply
+from hango.tokens.heuristic import HeuristicEstimator
+from tests.agent_support import build
+
+ESTIMATE = HeuristicEstimator()
+WINDOW = 20_000
+HUGE = "<summary>" + "An enormous briefing line about the work so far. " * 3_000 + "</summary>"
+SHORT = "<summary>A short briefing: the user asked for facts; all were noted, key-0001.</summary>"
+FACT = "Remember fact {i}: token key-{i:04d}. " + "detail " * 600
+
+
+def _compact_once(tmp_path: Path, summary: ScriptedProvider) -> tuple[object, ScriptedProvider]:
+    agent, provider = build(tmp_path, window=WINDOW)
+    agent.summarizer.provider = summary  # type: ignore[attr-defined]
+    for i in range(30):
+        provider.push(text_reply(f"ok {i}"))
+        result = agent.loop.run_turn("s", FACT.format(i=i))
+        if result.compactions:
+            return result, provider
+    raise AssertionError("no compaction in 30 turns")
+
+
+def test_a_summary_larger_than_the_window_is_never_installed(tmp_path: Path) -> None:
+    result, provider = _compact_once(
+        tmp_path, ScriptedProvider(fallback=lambda r: text_reply(HUGE))
+    )
+    (record,) = result.compactions  # type: ignore[attr-defined]
+    assert record.summarizer == "extractive"
+    assert "over the" in (record.fallback_reason or "")
+    assert ESTIMATE.estimate(record.summary or "") < WINDOW // 2
+    for request in provider.requests:
+        assert validate_request(request) == [] and ESTIMATE.estimate_request(request) <= WINDOW
+
+
+def test_a_summary_over_its_room_is_asked_again_shorter(tmp_path: Path) -> None:
+    def by_room(request: Request) -> Response:
+        return text_reply(SHORT if request.max_tokens < 8_192 else HUGE)
+
+    summaries = ScriptedProvider(fallback=by_room)
+    result, _ = _compact_once(tmp_path, summaries)
+    (record,) = result.compactions  # type: ignore[attr-defined]
+    assert record.summarizer == "llm" and "key-0001" in (record.summary or "")
+    assert "installed a shorter one" in (record.fallback_reason or "")
+    capped = summaries.requests[-1]
+    assert capped.max_tokens < 8_192
+    assert f"under {capped.max_tokens} tokens" in capped.messages[0].text()
+
+
+def _job() -> SummaryJob:
+    evicted = tuple(
+        StoredMessage(seq=i + 1, turn=1, message=Message(role=role, content="x " * 4_000))
+        for i, role in enumerate(("user", "assistant"))
+    )
+    return SummaryJob(
+        session_id="s",
+        turn=2,
+        from_seq=1,
+        to_seq=2,
+        previous_summary=None,
+        evicted=evicted,
+        model="m",
+    )
+
+
+def test_a_briefing_too_large_even_for_the_window_is_cut_with_a_note() -> None:
+    huge = SummaryResult(text=HUGE, summarizer="llm")
+    fitted = fit_summary(
+        huge,
+        _job(),
+        room=100,
+        hard_room=200,
+        estimator=ESTIMATE,
+        ask=lambda job: SummaryResult(text=HUGE, summarizer="llm"),
+    )
+    assert ESTIMATE.estimate(fitted.text) <= 200
+    assert fitted.text.endswith("the full history is in the file]")
+    assert "cut to 200 tokens" in (fitted.fallback_reason or "")
+
+
+def test_a_summary_that_fits_is_returned_as_it_came() -> None:
+    fine = SummaryResult(text="A short briefing.", summarizer="llm")
+    assert fit_summary(fine, _job(), room=100, hard_room=200, estimator=ESTIMATE, ask=None) is fine  # type: ignore[arg-type]
