@@ -75,10 +75,25 @@ class ScriptedError:
 
 @dataclass(frozen=True)
 class EchoingError(ScriptedError):
-    """An error whose message quotes the request's credential headers, as some proxies do."""
+    """An error whose message quotes the request's credential headers, as some proxies do.
+
+    ``form``: ``verbatim``, ``upper`` (upper-cased, as some gateways log them) or
+    ``prefix`` (the first 20 characters of the value, as others "mask" them).
+    """
+
+    form: str = "verbatim"
+
+    def _shown(self, value: str) -> str:
+        if self.form == "upper":
+            return value.upper()
+        if self.form == "prefix":
+            return value.removeprefix("Bearer ")[:20] + "..."
+        return value
 
     def echoed(self, request_id: str, headers: dict[str, str]) -> Body:
-        quoted = {k: v for k, v in headers.items() if k in ("x-api-key", "authorization")}
+        quoted = {
+            k: self._shown(v) for k, v in headers.items() if k in ("x-api-key", "authorization")
+        }
         body = self.body(request_id)
         body["error"]["message"] += f" (request headers: {quoted})"
         return body
@@ -284,11 +299,11 @@ class FakeAnthropicAPI:
             self._failures.extend([(ScriptedError(status), endpoint)] * count)
 
     def echo_credentials_next(
-        self, count: int, status: int = 401, *, endpoint: str | None = None
+        self, count: int, status: int = 401, *, endpoint: str | None = None, form: str = "verbatim"
     ) -> None:
         """Answer the next ``count`` requests with an error quoting the credential headers."""
         with self._lock:
-            self._failures.extend([(EchoingError(status), endpoint)] * count)
+            self._failures.extend([(EchoingError(status, form=form), endpoint)] * count)
 
     def forget_failures(self) -> None:
         """Drop the scripted failures not answered yet."""

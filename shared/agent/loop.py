@@ -24,6 +24,7 @@ from hango.compaction.head import head_message
 from hango.compaction.record import CompactionReason, CompactionRecord
 from hango.compaction.repair import SendableCopy
 from hango.compaction.validate import RequestChecker
+from hango.core.api_rules import message_problem, tool_use_problem
 from hango.core.errors import ContextOverflowError, InvalidInputError, InvalidRequestError
 from hango.core.identity import IdentityCache, RecentlyUsed
 from hango.core.messages import (
@@ -35,7 +36,6 @@ from hango.core.messages import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
-    too_deep,
 )
 from hango.core.price import Price
 from hango.core.profiles import FALLBACK_PRICE
@@ -289,7 +289,7 @@ class AgentLoop:
     def _converse(self, ctx: TurnContext) -> None:
         for _ in range(self.max_tool_rounds):
             response = self.call_model(ctx)
-            _refuse_too_deep(response)
+            _refuse_unusable(response)
             self.append(ctx, response.as_message())
             uses = response.tool_uses()
             if not uses:
@@ -315,6 +315,9 @@ class AgentLoop:
             raise InvalidInputError(f"a turn starts with a user message, not {message.role!r}")
         if not message.text().strip() and not any(message.tool_results()):
             raise InvalidInputError("the user message is empty: nothing was stored")
+        problem = message_problem(message)
+        if problem is not None:
+            raise InvalidInputError(f"the user message's {problem}; nothing was stored")
         if self.input_limit is not None:
             tokens = self.input_limit.estimator.estimate_message(message)
             if tokens > self.input_limit.tokens:
@@ -569,11 +572,12 @@ class AgentLoop:
                 estimator.seed(item.message, tokens)
 
 
-def _refuse_too_deep(response: Response) -> None:
-    """A reply whose tool input nests past the limit could be neither stored nor sent
-    again: the turn fails with what and where, before anything of the reply is stored."""
+def _refuse_unusable(response: Response) -> None:
+    """A reply the API would refuse when sent back (a tool input nested past the limit,
+    an id, a name or a number outside its rules) could be neither stored nor sent again:
+    the turn fails with what and where, before anything of the reply is stored."""
     for use in response.tool_uses():
-        problem = too_deep(use)
+        problem = tool_use_problem(use)
         if problem is not None:
             raise InvalidInputError(
                 f"the model's {problem}; nothing of this reply was stored, the session is unchanged"

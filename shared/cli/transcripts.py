@@ -32,6 +32,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from hango.compaction.validate import validate_messages
+from hango.core.api_rules import message_problem
 from hango.core.errors import TranscriptError
 from hango.core.messages import (
     MAX_TOOL_INPUT_DEPTH,
@@ -44,7 +45,6 @@ from hango.core.messages import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
-    too_deep,
 )
 
 ItemT = TypeVar("ItemT", bound=BaseModel)
@@ -206,10 +206,9 @@ def _message(raw: Any, source: str, location: str) -> Message:
         message = Message.model_validate({"role": raw["role"], "content": raw["content"]})
     except ValidationError as exc:
         raise TranscriptError(_first_error(exc), source=source, location=location) from None
-    for use in message.tool_uses():
-        problem = too_deep(use)
-        if problem is not None:
-            raise TranscriptError(problem, source=source, location=location)
+    problem = message_problem(message)  # ids, names, finite numbers, depth
+    if problem is not None:
+        raise TranscriptError(problem, source=source, location=location)
     return message
 
 

@@ -1,11 +1,13 @@
 """A summary is checked against the room it has before it is installed.
 
-A summary larger than the space left under the target (after the kept messages, the
-system prompt and the tools) used to be installed as it was; the request then failed to
+A summary larger than its room used to be installed as it was; the request then failed to
 fit and the error blamed the newest tool group. Now the rungs are: the summary as it
 came; a shorter one, asked for with that room as its ``max_tokens``; the extractive
 briefing; that briefing cut to the room with a note. The reason is recorded in
-``fallback_reason``.
+``fallback_reason``. The caller measures the rooms against what no truncation can remove
+(the system prompt, the tools, the head's frame and the newest tool group): a summary
+may take half of what the target leaves beside them, and never more than the window
+leaves.
 """
 
 from __future__ import annotations

@@ -103,8 +103,49 @@ def bad_request_error(text: str, message: str) -> ProviderError:
 
 def _scrub(text: str, secret: str | None) -> str:
     if secret:
-        text = text.replace(secret, "[redacted]")
-    return _KEY_PATTERN.sub("[redacted]", text)
+        text = scrub_secret(text, secret)
+    return _KEY_PATTERN.sub(REDACTED, text)
+
+
+REDACTED = "[redacted]"
+# The shortest piece of the key that is removed wherever it appears, in any letter case.
+MIN_FRAGMENT = 8
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def scrub_secret(text: str, secret: str) -> str:
+    """``text`` with every run made of pieces of ``secret`` (8+ characters, any case) redacted.
+
+    An endpoint may echo the key upper-cased, or "mask" it to its first 20 characters:
+    exact matching missed both. Every 8-character window of the text that is also one of
+    the key's (case folded, ASCII only so positions stay aligned) is covered; covered
+    runs become ``[redacted]``. Any fragment of 8 or more characters is made of such
+    windows, so none survives.
+    """
+    if len(secret) < MIN_FRAGMENT:
+        return text.replace(secret, REDACTED) if secret else text
+    key = secret.translate(_ASCII_LOWER)
+    windows = {key[i : i + MIN_FRAGMENT] for i in range(len(key) - MIN_FRAGMENT + 1)}
+    lowered = text.translate(_ASCII_LOWER)
+    if not any(window in lowered for window in windows):
+        return text  # the common case, at C speed
+    covered = bytearray(len(text))
+    for start in range(len(text) - MIN_FRAGMENT + 1):
+        if lowered[start : start + MIN_FRAGMENT] in windows:
+            covered[start : start + MIN_FRAGMENT] = b"\1" * MIN_FRAGMENT
+    return _replace_covered(text, covered)
+
+
+def _replace_covered(text: str, covered: bytearray) -> str:
+    parts: list[str] = []
+    index = 0
+    while index < len(text):
+        end = index
+        while end < len(text) and covered[end] == covered[index]:
+            end += 1
+        parts.append(REDACTED if covered[index] else text[index:end])
+        index = end
+    return "".join(parts)
 
 
 class AnthropicProvider:

@@ -90,12 +90,13 @@ def test_an_endpoint_quoting_the_key_leaks_it_neither_to_the_worker_log_nor_redi
             worker_summarizer="anthropic",
             anthropic_api_key=KEY,
             anthropic_base_url=api.base_url,
-            queue_deadline=120.0,  # the task's six attempts back off up to a minute
-            # A fresh pool child imports the SDK on its first task: seconds on a busy host.
-            summarizer_timeout=20.0,
-            worker_soft_time_limit=30.0,
-            worker_time_limit=40.0,
-            queue_visibility_timeout=60.0,
+            # The task's six attempts back off up to a minute, and the agent waits for a
+            # summary at most HANGO_SUMMARIZER_TIMEOUT (one deadline, retries included).
+            queue_deadline=120.0,
+            summarizer_timeout=100.0,
+            worker_soft_time_limit=110.0,
+            worker_time_limit=120.0,
+            queue_visibility_timeout=300.0,
         )
         history = LocalHistory(settings.history_root)
         inline = ScriptedProvider(fallback=lambda request: text_reply("inline, unexpected"))
@@ -114,7 +115,8 @@ def test_an_endpoint_quoting_the_key_leaks_it_neither_to_the_worker_log_nor_redi
             api.echo_credentials_next(1000, 529, endpoint="/v1/messages")
             failed = summarizer.summarize(_job(pg_store, "s-failed"))
             api.forget_failures()
-            api.echo_credentials_next(1, 401, endpoint="/v1/messages")
+            # Upper-cased this time, as some gateways echo it (issue 26, item 6).
+            api.echo_credentials_next(1, 401, endpoint="/v1/messages", form="upper")
             refused = summarizer.summarize(_job(pg_store, "s-refused"))
             log = worker.log_path.read_text()
         finally:
@@ -126,7 +128,16 @@ def test_an_endpoint_quoting_the_key_leaks_it_neither_to_the_worker_log_nor_redi
     assert "Traceback" in log and "request headers" in log
     assert KEY not in log
     assert KEY.encode() not in _everything_in(client)
+    assert KEY.upper()[-20:] not in refused.fallback_reason  # what the endpoint sent back
+    everything = log + _everything_in(client).decode(errors="replace") + refused.fallback_reason
+    assert _fragments_of(KEY, everything) == []
     assert len(inline.requests) == 1  # the failed job fell back in the agent process
+
+
+def _fragments_of(key: str, text: str) -> list[str]:
+    """Every 8-character piece of ``key`` found in ``text``, in any letter case."""
+    lowered = text.lower()
+    return [key[i : i + 8] for i in range(len(key) - 7) if key[i : i + 8].lower() in lowered]
 
 
 def text_reply_body(text: str) -> dict[str, object]:

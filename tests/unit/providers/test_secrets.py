@@ -98,3 +98,37 @@ def test_spans_of_a_failed_call_carry_no_key(monkeypatch: pytest.MonkeyPatch) ->
     assert "exception.stacktrace" in printed and "request headers" in printed
     assert KEY not in printed
     assert KEY not in repr([span.to_json() for span in captured.spans()])
+
+
+# -- the key in any form: upper-cased, or a fragment of 8+ characters (issue 26, item 6) ----
+
+OTHER_SHAPE_KEY = "gw-Zq81mPx0aLk29BvTr55nQe73yYwHc"  # a gateway key, not shaped sk-ant-
+
+
+def _fragments_of(key: str, text: str) -> list[str]:
+    """Every 8-character piece of ``key`` found in ``text``, in any letter case."""
+    lowered = text.lower()
+    return [key[i : i + 8] for i in range(len(key) - 7) if key[i : i + 8].lower() in lowered]
+
+
+@pytest.mark.parametrize("form", ["verbatim", "upper", "prefix"])
+@pytest.mark.parametrize("key", [KEY, OTHER_SHAPE_KEY])
+def test_no_fragment_of_the_key_in_any_case_reaches_the_error(form: str, key: str) -> None:
+    with FakeAnthropicAPI() as api:
+        provider = AnthropicProvider(api_key=key, base_url=api.base_url, max_retries=0)
+        api.echo_credentials_next(1, 401, form=form)
+        with pytest.raises(ProviderError) as caught:
+            provider.complete(REQUEST)
+    assert "request headers" in str(caught.value), "the endpoint did not echo: proves nothing"
+    assert _fragments_of(key, _everything_about(caught.value)) == []
+
+
+def test_scrubbing_keeps_text_that_shares_no_fragment_with_the_key() -> None:
+    from hango.providers.anthropic import scrub_secret
+
+    text = "model claude-sonnet-4-6 refused: prompt is too long; request id req_0123"
+    assert scrub_secret(text, OTHER_SHAPE_KEY) == text
+    leaked = f"bad key {OTHER_SHAPE_KEY.upper()[:20]}... and {OTHER_SHAPE_KEY[5:17]}"
+    scrubbed = scrub_secret(leaked, OTHER_SHAPE_KEY)
+    assert _fragments_of(OTHER_SHAPE_KEY, scrubbed) == []
+    assert scrubbed.startswith("bad key [redacted]")

@@ -1,0 +1,75 @@
+"""The Messages API's rules for ids, names and numbers, checked where input comes in.
+
+The API refuses a ``tool_use`` id or a ``tool_result``'s ``tool_use_id`` outside
+``^[a-zA-Z0-9_-]+$``, a tool name outside ``^[a-zA-Z0-9_-]{1,128}$`` and numbers JSON
+cannot carry (NaN, infinities). Stored, any of them would make every later request of
+the session a 400; so a transcript (``hango replay``), a user message and a model reply
+are checked before anything of them is stored, and refused with what and where.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from hango.core.messages import Message, ToolResultBlock, ToolUseBlock, too_deep
+
+TOOL_ID = re.compile(r"[a-zA-Z0-9_-]+")
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
+
+
+def message_problem(message: Message) -> str | None:
+    """Why the API would refuse ``message``'s tool blocks, or ``None``."""
+    for block in message.blocks():
+        if isinstance(block, ToolUseBlock):
+            problem = tool_use_problem(block)
+        elif isinstance(block, ToolResultBlock):
+            problem = _id_problem("tool_result's tool_use_id", block.tool_use_id)
+        else:
+            continue
+        if problem is not None:
+            return problem
+    return None
+
+
+def tool_use_problem(use: ToolUseBlock) -> str | None:
+    """Why the API would refuse ``use``: its id, its name, its input's depth or numbers."""
+    problem = _id_problem("tool call id", use.id)
+    if problem is None and not TOOL_NAME.fullmatch(use.name):
+        problem = f"tool call {use.id} has the name {_shown(use.name)}; {_NAME_RULE}"
+    if problem is None:
+        problem = too_deep(use)
+    if problem is None and _non_finite(use.input):
+        problem = (
+            f"tool call {use.id} ({use.name}) has a number JSON cannot carry (NaN or infinity) "
+            "in its input"
+        )
+    return problem
+
+
+_NAME_RULE = "tool names are 1 to 128 letters, digits, '_' or '-'"
+
+
+def _id_problem(what: str, value: str) -> str | None:
+    if TOOL_ID.fullmatch(value):
+        return None
+    return f"{what} {_shown(value)} is not allowed: ids are letters, digits, '_' or '-'"
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= 80 else value[:80] + "...")
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether a NaN or an infinity is anywhere in ``value`` (iteratively: any depth)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return True
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    return False
