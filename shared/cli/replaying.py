@@ -33,6 +33,7 @@ from hango.core.messages import (
 )
 from hango.providers.base import Capabilities
 from hango.tokens import Estimator
+from hango.tokens.measure import RequestEstimate
 from hango.tools.builtin import (
     COMPACT_CONVERSATION,
     EDIT_FILE,
@@ -69,7 +70,12 @@ class RecordedReplies:
         self.capabilities = Capabilities(prompt_caching=True)
         self.window = window
         self.estimator = estimator
-        self.requests: list[Request] = []
+        # The running estimate: a call pays for the positions that changed, not the whole
+        # request (re-estimating every request made a long replay quadratic).
+        self.estimate = RequestEstimate(estimator)
+        # Only the last answered request: keeping all of them kept every copy alive.
+        self.last: Request | None = None
+        self.answered = 0
         self._pending: Message | None = None
         self._ids = itertools.count(1)
 
@@ -79,7 +85,7 @@ class RecordedReplies:
     def complete(self, request: Request) -> Response:
         if self._pending is None:
             raise ProviderError("replay: the loop asked for a reply the transcript does not have")
-        tokens = self.estimator.estimate_request(request)
+        tokens = self.estimate(request)
         if tokens > self.window:
             raise ContextOverflowError(
                 f"prompt is too long: {tokens} tokens > {self.window} maximum",
@@ -87,7 +93,8 @@ class RecordedReplies:
                 maximum=self.window,
                 status=400,
             )
-        self.requests.append(request)
+        self.last = request
+        self.answered += 1
         blocks = self._pending.blocks()
         self._pending = None
         uses_tools = any(block.type == "tool_use" for block in blocks)
@@ -152,7 +159,7 @@ def replay_transcript(
 ) -> ReplayRun:
     """Replay every turn of ``transcript`` into ``session_id``."""
     run = ReplayRun()
-    so_far: list[Message] = []
+    raw = _RawTokens(estimator)
     loop = agent.loop
     for turn in split_turns(transcript.messages):
         ctx = loop.begin_turn(session_id)
@@ -161,14 +168,15 @@ def replay_transcript(
                 if message.role == "assistant":
                     replies.expect(message)
                     loop.call_model(ctx)
-                    sent = replies.requests[-1]
-                    run.calls.append(_figures(sent, so_far, estimator))
+                    sent = replies.last
+                    assert sent is not None
+                    run.calls.append(CallFigures(replies.estimate(sent), raw.of(sent)))
                     if on_call is not None:
-                        on_call(sent, len(so_far))
+                        on_call(sent, raw.count)
                     loop.append(ctx, message)
                 else:
                     loop.append(ctx, as_stored(message, loop, ctx.session_id))
-                so_far.append(message)
+                raw.add(message)
         except BaseException as error:
             loop.end_turn(ctx, status="failed", error=f"{type(error).__name__}: {error}")
             raise
@@ -176,9 +184,26 @@ def replay_transcript(
     return run
 
 
-def _figures(sent: Request, so_far: list[Message], estimator: Estimator) -> CallFigures:
-    raw = sent.model_copy(update={"messages": tuple(so_far)})
-    return CallFigures(estimator.estimate_request(sent), estimator.estimate_request(raw))
+class _RawTokens:
+    """The uncompacted request's size, kept as a running sum of the messages so far.
+
+    The same figure as estimating the request with every message so far (the estimate of
+    a request is its fixed part plus the sum of its messages'), without building that
+    request on every call: a long replay stays linear.
+    """
+
+    def __init__(self, estimator: Estimator) -> None:
+        self.estimator = estimator
+        self.count = 0
+        self.messages_tokens = 0
+
+    def add(self, message: Message) -> None:
+        self.count += 1
+        self.messages_tokens += self.estimator.estimate_message(message)
+
+    def of(self, sent: Request) -> int:
+        fixed = self.estimator.estimate_request(sent.model_copy(update={"messages": ()}))
+        return fixed + self.messages_tokens
 
 
 def as_stored(message: Message, loop: AgentLoop, session_id: str) -> Message:

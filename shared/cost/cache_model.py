@@ -52,6 +52,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from hango.core.identity import IdentityCache
 from hango.core.messages import (
     ContentBlock,
     RedactedThinkingBlock,
@@ -303,9 +304,15 @@ class _Placed:
     block: WireBlock
 
     def key(self) -> str:
-        return content_key(
-            {"at": self.section, "opens": self.opens_message, "block": _unmarked(self.block)}
-        )
+        # Remembered per block object: a session resends the same blocks on every call.
+        keys = _BLOCK_KEYS.get(self.block, _no_keys)
+        place = (self.section, self.opens_message)
+        found = keys.get(place)
+        if found is None:
+            found = keys[place] = content_key(
+                {"at": self.section, "opens": self.opens_message, "block": _unmarked(self.block)}
+            )
+        return found
 
     def marked(self) -> bool:
         if getattr(self.block, "cache_control", None) is not None:
@@ -323,6 +330,14 @@ class _Placed:
         if isinstance(self.block, ThinkingBlock | RedactedThinkingBlock):
             return False
         return not (isinstance(self.block, TextBlock) and not self.block.text)
+
+
+# A block's content keys by its place (section, opens a message), per block object.
+_BLOCK_KEYS: IdentityCache[WireBlock, dict[tuple[str, bool], str]] = IdentityCache()
+
+
+def _no_keys(block: WireBlock) -> dict[tuple[str, bool], str]:
+    return {}
 
 
 def _unmarked(block: WireBlock) -> object:

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from hango.core.identity import IdentityCache
 from hango.core.messages import Request, Usage
 from hango.core.price import Price
 from hango.core.profiles import ModelProfile
@@ -30,16 +31,20 @@ from hango.tokens.base import Estimator
 
 
 def estimated_sizes(estimator: Estimator) -> SizeOf:
-    """A block's tokens as the estimator counts its JSON (the same text is counted once)."""
-    known: dict[str, int] = {}
+    """A block's tokens as the estimator counts its JSON, counted once per block object.
+
+    Remembered by identity for as long as the block lives (a session's requests resend
+    the same block objects call after call), never by text: a text memo kept every block
+    of a long replay alive.
+    """
+    known: IdentityCache[WireBlock, int] = IdentityCache()
+
+    def count(block: WireBlock) -> int:
+        data = {k: v for k, v in block.to_api().items() if k != "cache_control"}
+        return estimator.estimate(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
 
     def size_of(block: WireBlock) -> int:
-        data = {k: v for k, v in block.to_api().items() if k != "cache_control"}
-        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-        tokens = known.get(text)
-        if tokens is None:
-            tokens = known[text] = estimator.estimate(text)
-        return tokens
+        return known.get(block, count)
 
     return size_of
 
