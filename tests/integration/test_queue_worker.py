@@ -43,6 +43,7 @@ from hango.summarizers.offload import InlineOffloader, offload_key
 from hango.wiring.queue import make_queued_ports
 from tests.agent_support import build
 from tests.integration.worker_support import (
+    FAST_LIMITS,
     TEST_QUEUE_SECRET,
     ProviderProbe,
     WorkerProcess,
@@ -388,6 +389,10 @@ def test_whole_worker_killed_mid_summary_is_redispatched_and_commits_one_summary
     ports.offloader.offload(offload_job("s-whole", evicted))
     job = summary_job("s-whole", evicted)
     probe.slow_next_calls(1, seconds=4.0)
+    # A summary is waited for at most the summarizer's deadline (4 s in the fast limits,
+    # which the worker's time limits must stay above); recovering from a dead worker
+    # (lease, publish mark, a new worker's start-up, the 4 s call again) takes longer.
+    ports.summarizer.timeout = FAST_LIMITS["queue_deadline"]
 
     with ThreadPoolExecutor(max_workers=5) as executor:
         futures = [executor.submit(ports.summarizer.summarize, job) for _ in range(5)]
