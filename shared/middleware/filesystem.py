@@ -136,13 +136,19 @@ class FilesystemMiddleware(PassThrough):
             return None
         try:
             path = self._free_path(session_id, result.tool_use_id, content)
+            preview = large_result_preview(
+                content,
+                path=path,
+                tokens=tokens,
+                lines=BATCH_PREVIEW_LINES,
+                chars=BATCH_PREVIEW_CHARS,
+            )
+            if self.estimator.estimate(preview) >= tokens:
+                return None  # a short result: its preview would be no smaller
             self.history.write(path, content)
         except (HangoError, OSError) as error:
             logger.warning("could not offload result %s: %s", result.tool_use_id, error)
             return None
-        preview = large_result_preview(
-            content, path=path, tokens=tokens, lines=BATCH_PREVIEW_LINES, chars=BATCH_PREVIEW_CHARS
-        )
         return result.model_copy(update={"content": preview})
 
     def _free_path(self, session_id: str, tool_use_id: str, content: str) -> str:

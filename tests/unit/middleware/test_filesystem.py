@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hango.core.messages import TextBlock, ToolDefinition, ToolUseBlock
+from hango.core.messages import TextBlock, ToolDefinition, ToolResultBlock, ToolUseBlock
 from hango.middleware.base import Assembly
 from hango.middleware.filesystem import (
     FILES_PROMPT,
@@ -138,3 +138,46 @@ def test_a_reused_id_never_overwrites_an_earlier_result() -> None:
     assert "/large_tool_results/s/toolu_1_2" in second
     assert history.read("/large_tool_results/s/toolu_1") == numbered(200)
     assert history.read("/large_tool_results/s/toolu_1_2") == numbered(300)
+
+
+# --- fit_batch: a parallel batch over its budget (issue 26, item 1) ----------------------
+
+
+def _results(sizes: list[int]) -> tuple[ToolResultBlock, ...]:
+    return tuple(
+        ToolResultBlock(tool_use_id=f"toolu_{i}", content=numbered(rows))
+        for i, rows in enumerate(sizes)
+    )
+
+
+def test_a_batch_over_its_budget_offloads_its_largest_results_first() -> None:
+    history = MemoryHistory()
+    fs = FilesystemMiddleware(
+        history, max_result_tokens=1000, estimator=CharEstimator(), max_batch_tokens=1000
+    )
+    batch = _results([10, 120, 30, 120])  # each under 1000 tokens; together about 1600
+    fitted = fs.fit_batch(batch, session_id="s")
+    assert [r.tool_use_id for r in fitted] == [r.tool_use_id for r in batch]  # pairing kept
+    offloaded = [i for i, r in enumerate(fitted) if r.text() != batch[i].text()]
+    assert offloaded and set(offloaded) <= {1, 3}  # the largest went first
+    assert sum(CharEstimator().estimate(r.text()) for r in fitted) <= 1000
+    for i in offloaded:
+        assert history.read(f"/large_tool_results/s/toolu_{i}") == batch[i].text()
+
+
+class RefusingHistory(MemoryHistory):
+    def write(self, path: str, content: str) -> None:
+        raise OSError("disk full")
+
+
+def test_a_batch_whose_results_cannot_be_written_stays_whole() -> None:
+    fs = FilesystemMiddleware(
+        RefusingHistory(), max_result_tokens=1000, estimator=CharEstimator(), max_batch_tokens=300
+    )
+    batch = _results([120, 120, 120])
+    assert fs.fit_batch(batch, session_id="s") == batch
+
+
+def test_without_a_batch_budget_nothing_changes() -> None:
+    batch = _results([120, 120, 120, 120, 120])
+    assert middleware().fit_batch(batch, session_id="s") is batch
