@@ -303,9 +303,9 @@ class _Placed:
     opens_message: bool
     block: WireBlock
 
-    def key(self) -> str:
+    def key(self, remembered: BlockKeys) -> str:
         # Remembered per block object: a session resends the same blocks on every call.
-        keys = _BLOCK_KEYS.get(self.block, _no_keys)
+        keys = remembered.get(self.block, _no_keys)
         place = (self.section, self.opens_message)
         found = keys.get(place)
         if found is None:
@@ -332,8 +332,10 @@ class _Placed:
         return not (isinstance(self.block, TextBlock) and not self.block.text)
 
 
-# A block's content keys by its place (section, opens a message), per block object.
-_BLOCK_KEYS: IdentityCache[WireBlock, dict[tuple[str, bool], str]] = IdentityCache()
+# A block's content keys by its place (section, opens a message), per block object; kept
+# by whoever sizes many requests of one session (a CacheMeter), so a resent block is
+# hashed once.
+BlockKeys = IdentityCache[WireBlock, dict[tuple[str, bool], str]]
 
 
 def _no_keys(block: WireBlock) -> dict[tuple[str, bool], str]:
@@ -380,8 +382,12 @@ def _sizes(placed: Sequence[_Placed], sizes: SizeOf | Sequence[int]) -> list[int
     return list(sizes)
 
 
-def blocks_from_request(request: Request, sizes: SizeOf | Sequence[int]) -> tuple[CacheBlock, ...]:
+def blocks_from_request(
+    request: Request, sizes: SizeOf | Sequence[int], keys: BlockKeys | None = None
+) -> tuple[CacheBlock, ...]:
     """The request's blocks in prefix order, sized by ``sizes`` (a function or a list).
+
+    ``keys`` remembers each block object's content key across the calls of one caller.
 
     Marked blocks are its ``cache_control`` markers, plus the last cacheable block when
     the request asks for automatic caching (top-level ``cache_control``, kept as an
@@ -396,8 +402,11 @@ def blocks_from_request(request: Request, sizes: SizeOf | Sequence[int]) -> tupl
         raise TooManyBreakpointsError(
             f"automatic caching needs a free slot; {explicit} explicit breakpoints"
         )
+    remembered: BlockKeys = IdentityCache() if keys is None else keys
     return tuple(
-        CacheBlock(key=p.key(), tokens=n, marked=p.marked() or i == automatic, run=p.run())
+        CacheBlock(
+            key=p.key(remembered), tokens=n, marked=p.marked() or i == automatic, run=p.run()
+        )
         for i, (p, n) in enumerate(zip(placed, counts, strict=True))
     )
 

@@ -19,6 +19,7 @@ from hango.core.price import Price
 from hango.core.profiles import ModelProfile
 from hango.cost.cache_model import (
     DEFAULT_TTL_SECONDS,
+    BlockKeys,
     CacheLedger,
     CacheReport,
     CacheUsage,
@@ -63,6 +64,7 @@ class CacheMeter:
         self.sizes = sizes
         self.cache = PrefixCache.for_profile(profile, ttl_seconds=ttl_seconds)
         self.ledger = CacheLedger()
+        self.keys: BlockKeys = IdentityCache()
 
     @property
     def report(self) -> CacheReport:
@@ -70,7 +72,7 @@ class CacheMeter:
 
     def add(self, request: Request, *, now: float | None = None) -> CacheUsage:
         """What ``request`` reads, writes and pays uncached, sent at ``now`` (seconds)."""
-        usage = self.cache.simulate(blocks_from_request(request, self.sizes), now=now)
+        usage = self.cache.simulate(blocks_from_request(request, self.sizes, self.keys), now=now)
         self.ledger.add(usage)
         return usage
 

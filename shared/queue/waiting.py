@@ -17,13 +17,12 @@ of the job's keys:
 
 from __future__ import annotations
 
-import contextvars
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from hango.core.deadline import CallAbandoned, call_within
 from hango.core.errors import (
     JobFailedError,
     PublishError,
@@ -72,28 +71,12 @@ class Bounded:
         self.what = what
 
     def __call__(self, call: Callable[[], T]) -> T:
-        outcome: list[T] = []
-        failure: list[BaseException] = []
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                outcome.append(call())
-            except BaseException as exc:
-                failure.append(exc)
-            finally:
-                done.set()
-
-        # The caller's context goes along: the publish span stays a child of the turn's.
-        context = contextvars.copy_context()
-        threading.Thread(
-            target=context.run, args=(run,), name="hango-queue-call", daemon=True
-        ).start()
-        if not done.wait(self.seconds):
-            raise QueueDeadlineError(f"{self.what}: Redis did not answer within {self.seconds:g} s")
-        if failure:
-            raise failure[0]
-        return outcome[0]
+        try:
+            return call_within(self.seconds, call, name="hango-queue-call")
+        except CallAbandoned:
+            raise QueueDeadlineError(
+                f"{self.what}: Redis did not answer within {self.seconds:g} s"
+            ) from None
 
 
 Publish = Callable[[float], object]

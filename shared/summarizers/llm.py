@@ -20,10 +20,8 @@ its own at the provider's timeout; its reply is dropped.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable
 
@@ -31,6 +29,7 @@ from hango.compaction.extractive import ExtractiveSummarizer
 from hango.compaction.jobs import Summarizer, SummaryJob, SummaryResult
 from hango.compaction.summary_prompt import build_summary_request
 from hango.compaction.validate import format_violations, validate_request
+from hango.core.deadline import CallAbandoned, call_within
 from hango.core.errors import HangoError, TransientProviderError
 from hango.core.messages import Request, Response, TextBlock, Usage
 from hango.providers.base import Provider
@@ -128,26 +127,11 @@ class LLMSummarizer:
         """``call()``, or ``_FellBack`` once the deadline passes (the call is abandoned)."""
         if until is None:
             return call()
-        outcome: list[Response] = []
-        failure: list[BaseException] = []
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                outcome.append(call())
-            except BaseException as exc:
-                failure.append(exc)
-            finally:
-                done.set()
-
-        # The caller's context goes along: the summary's span stays a child of the turn's.
-        context = contextvars.copy_context()
-        threading.Thread(target=context.run, args=(run,), name="hango-summary", daemon=True).start()
-        if not done.wait(max(0.0, until - time.monotonic())):
-            raise _FellBack(f"no summary within {SUMMARIZER_DEADLINE} ({self.timeout:g} s)")
-        if failure:
-            raise failure[0]
-        return outcome[0]
+        try:
+            return call_within(until - time.monotonic(), call, name="hango-summary")
+        except CallAbandoned:
+            late = f"no summary within {SUMMARIZER_DEADLINE} ({self.timeout:g} s)"
+            raise _FellBack(late) from None
 
     def _fall_back(self, job: SummaryJob, reason: str, usage: Usage | None = None) -> SummaryResult:
         logger.warning(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import email.parser
 import os
 import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -203,6 +204,8 @@ def test_the_worker_app_starts_and_answers_a_ping(
             "HANGO_REDIS_URL": redis_server.url,
             "HANGO_DATABASE_URL": fresh_pg,
             "HANGO_WORKER_SUMMARIZER": "simulated",
+            # Queue mode refuses to start without the secret that signs every result.
+            "HANGO_QUEUE_SECRET": secrets.token_hex(32),
         }
         node = f"wheeltest-{os.getpid()}@{socket.gethostname()}"
         worker = subprocess.Popen(
