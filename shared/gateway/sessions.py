@@ -137,5 +137,5 @@ class Branches:
         known.extend(item.message.to_api() for item in stored)
         return known
 
-    def appended(self, session_id: str, message: JsonObject) -> None:
-        self._known.get(session_id, _Known).messages.append(message)
+    def appended(self, session_id: str, batch: list[JsonObject]) -> None:
+        self._known.get(session_id, _Known).messages.extend(batch)
