@@ -89,11 +89,13 @@ class MessagesEndpoint:
         if key is None:
             return api_error(401, "authentication_error", "hango gateway: no x-api-key header")
         tenant = tenant_of(key, self.upstream.secret)
-        # The previous body of the same named session (else of the tenant) is the one
-        # compared: only what it does not repeat is parsed.
-        remembered = f"{tenant}\0{header_session(headers) or ''}"
+        # The previous body of the same named session (else of the tenant) is compared
+        # with this one as it arrives: only what it does not repeat is parsed.
+        arrival = self.gateway.bodies.arrival(f"{tenant}\0{header_session(headers) or ''}")
+        async for chunk in request.stream():
+            arrival.add(chunk)
         try:
-            body = self.gateway.bodies.read(await request.body(), remembered)
+            body = self.gateway.bodies.received(arrival)
         except BodyError as error:
             return api_error(400, "invalid_request_error", f"hango gateway: {error}")
         raw = body.raw

@@ -56,13 +56,26 @@ class Bodies:
         self._last: RecentlyUsed[list[Body]] = RecentlyUsed(remembered)
         self._decoder = json.JSONDecoder()
 
+    def arrival(self, key: str) -> Arrival:
+        """A body of session ``key`` about to arrive in chunks (see :class:`Arrival`)."""
+        slot = self._last.get(key, list)
+        return Arrival(key, slot[0] if slot else None)
+
     def read(self, data: bytes, key: str) -> Body:
         """``data`` as a :class:`Body`; :class:`BodyError` when it is no JSON object."""
-        slot = self._last.get(key, list)
-        body = self._incremental(data, slot[0]) if slot else None
+        arrival = self.arrival(key)
+        arrival.add(data)
+        return self.received(arrival)
+
+    def received(self, arrival: Arrival) -> Body:
+        """The body that arrived; :class:`BodyError` when it is no JSON object."""
+        data, previous = arrival.data(), arrival.previous
+        body = None
+        if previous is not None:
+            body = self._incremental(data, previous, _repeated(data, previous, arrival.equal))
         if body is None:
             body = self._whole(data)
-        slot[:] = [body]
+        self._last.get(arrival.key, list)[:] = [body]
         return body
 
     def _whole(self, data: bytes) -> Body:
@@ -81,9 +94,8 @@ class Bodies:
             raise BodyError("the body is not an object")
         return Body(data, raw, 0, (), 0)
 
-    def _incremental(self, data: bytes, previous: Body) -> Body | None:
-        """``data`` read from where it stops repeating ``previous``; None: read it whole."""
-        same = _repeated(data, previous)
+    def _incremental(self, data: bytes, previous: Body, same: int) -> Body | None:
+        """``data`` read after its first ``same`` messages, those of ``previous``."""
         if same == 0:
             return None
         scanned = self._scan(data, previous.spans[same - 1][1], same)
@@ -160,13 +172,47 @@ class _Cursor:
         return self._offset
 
 
-def _repeated(data: bytes, previous: Body) -> int:
-    """How many leading messages of ``data`` are byte for byte those of ``previous``."""
+class Arrival:
+    """A body arriving in chunks, compared with the session's previous body as it comes.
+
+    Each chunk is compared (one ``memcmp``) with the previous body's bytes at the same
+    offset while the rest is still on its way, until one differs: by the end, what is
+    known equal needs no second look, and only the chunk that differs is searched for
+    the last message it repeats.
+    """
+
+    def __init__(self, key: str, previous: Body | None) -> None:
+        self.key = key
+        self.previous = previous
+        self.equal = 0  # leading bytes known to be the previous body's
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._view = memoryview(previous.data) if previous is not None else None
+
+    def add(self, chunk: bytes) -> None:
+        if self._view is not None and self.equal == self._size:
+            theirs = self._view[self._size : self._size + len(chunk)]
+            if chunk.startswith(theirs):
+                self.equal += len(theirs)  # all of it, or all the previous body had left
+            if len(theirs) < len(chunk) or self.equal < self._size + len(chunk):
+                self._view = None  # past the previous body or differing: compare no more
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+
+    def data(self) -> bytes:
+        return self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
+
+
+def _repeated(data: bytes, previous: Body, equal: int) -> int:
+    """How many leading messages of ``data`` are byte for byte those of ``previous``,
+    given that its first ``equal`` bytes are (only the bytes after them are compared)."""
     spans = previous.spans
     view = memoryview(previous.data)
 
     def repeats(count: int) -> bool:
-        return count == 0 or data.startswith(view[: spans[count - 1][1]])
+        end = spans[count - 1][1] if count else 0
+        start = min(equal, end)
+        return end <= equal or data.startswith(view[start:end], start)
 
     # The usual cases first: all of them, or all but the last one or two (whose
     # ``cache_control`` markers the client moved); each a single memcmp.

@@ -177,3 +177,53 @@ def test_along_the_outgoing_lineage_only_the_changed_messages_are_serialized(
         *(f"m{i}" for i in range(50)),
         "new",
     ]
+
+
+@settings(max_examples=examples(200))
+@given(
+    first=messages_st,
+    keep=st.integers(min_value=0, max_value=6),
+    more=messages_st,
+    cuts=st.lists(st.integers(min_value=1, max_value=400), max_size=8),
+)
+def test_properties_a_body_arriving_in_chunks_reads_as_it_reads_whole(
+    first: list[Any], keep: int, more: list[Any], cuts: list[int]
+) -> None:
+    chunked, whole = Bodies(), Bodies()
+    second = first[:keep] + more
+    data = encoded(second)
+    before = chunked.read(encoded(first), "s")
+    whole.read(encoded(first), "s")
+    arrival = chunked.arrival("s")
+    at = 0
+    for cut in sorted(cuts):
+        arrival.add(data[at:cut])
+        at = max(at, cut)
+    arrival.add(data[at:])
+
+    body = chunked.received(arrival)
+
+    expected = whole.read(data, "s")
+    assert body.raw == expected.raw == json.loads(data)
+    assert body.spans == expected.spans
+    # The leading messages it repeats byte for byte are the objects parsed before.
+    pairs = enumerate(zip(first, second, strict=False))
+    kept = next((i for i, (a, b) in pairs if json.dumps(a) != json.dumps(b)), None)
+    kept = min(len(first), len(second)) if kept is None else kept
+    assert all(body.raw["messages"][i] is before.raw["messages"][i] for i in range(kept))
+
+
+def test_chunks_that_repeat_the_previous_body_are_not_compared_again() -> None:
+    bodies = Bodies()
+    before = bodies.read(encoded(history(30)), "s")
+    longer = encoded([*history(30), {"role": "user", "content": "new"}])
+    arrival = bodies.arrival("s")
+    for at in range(0, len(longer), 64):
+        arrival.add(longer[at : at + 64])
+
+    body = bodies.received(arrival)
+
+    # Compared as it came, up to the chunk where the previous list ended.
+    assert before.spans[-1][1] - 64 < arrival.equal <= before.spans[-1][1]
+    assert body.raw["messages"][:30] == before.raw["messages"]
+    assert all(a is b for a, b in zip(body.raw["messages"], before.raw["messages"], strict=False))
