@@ -147,7 +147,8 @@ class Gateway:
         base = fixed_part(raw)
         placement = self.branches.place(caller_base(caller), sent)
         new = parsed(placement.new, len(sent) - len(placement.new))
-        loop.store.ensure_session(placement.session_id, raw["model"])
+        if not placement.stored:  # one write transaction fewer on a session's every call
+            loop.store.ensure_session(placement.session_id, raw["model"])
         if placement.diverged_from is not None and placement.diverged_at is not None:
             loop.store.record_branch(
                 placement.session_id, placement.diverged_from, placement.diverged_at

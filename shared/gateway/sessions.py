@@ -41,6 +41,8 @@ class Placement:
     # The branch this one diverged from, when the request starts a branch.
     diverged_from: str | None = None
     diverged_at: int | None = None
+    # Whether the branch is in the store already (else the request starts it).
+    stored: bool = False
 
 
 @dataclass
@@ -114,7 +116,7 @@ class Branches:
             known = self.known(session_id)
             agreed = common_prefix(known, sent)
             if agreed == len(known):
-                return Placement(session_id, sent[agreed:], held=agreed)
+                return Placement(session_id, sent[agreed:], held=agreed, stored=True)
             if longest is None or agreed > longest[0]:
                 longest = (agreed, session_id)
         raise AssertionError("unreachable")
