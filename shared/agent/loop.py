@@ -379,11 +379,13 @@ class AgentLoop:
     # -- the lower-level API (also used by `hango replay`) ------------------------------
 
     def begin_turn(self, session_id: str) -> TurnContext:
-        self.store.ensure_session(session_id, self.model)
+        # Read first: a session that exists needs no write to ensure it (nothing deletes one).
+        session = self.store.session(session_id)
+        if session is None:
+            self.store.ensure_session(session_id, self.model)
         turn = self.store.last_turn(session_id) + 1
         state = self.store.latest_state(session_id).next_turn()
         run_id = self.store.start_run(session_id, turn, state)
-        session = self.store.session(session_id)
         return TurnContext(
             session_id=session_id,
             turn=turn,

@@ -48,6 +48,8 @@ class Placement:
 @dataclass
 class _Known:
     messages: list[JsonObject] = field(default_factory=list)
+    # Once in the store, a branch stays there (nothing is deleted): asked until it is.
+    stored: bool = False
 
 
 def branch_id(base: str, number: int) -> str:
@@ -111,7 +113,7 @@ class Branches:
         longest: tuple[int, str] | None = None
         for number in itertools.count(1):
             session_id = branch_id(base, number)
-            if self.store.session(session_id) is None:
+            if not self._stored(session_id):
                 return self._new_branch(session_id, sent, longest)
             known = self.known(session_id)
             agreed = common_prefix(known, sent)
@@ -136,6 +138,12 @@ class Branches:
             session_id,
         )
         return Placement(session_id, sent, diverged_from=parent, diverged_at=at)
+
+    def _stored(self, session_id: str) -> bool:
+        known = self._known.get(session_id, _Known)
+        if not known.stored:
+            known.stored = self.store.session(session_id) is not None
+        return known.stored
 
     def still_holds(self, placement: Placement) -> bool:
         """Whether the branch holds what it held when ``placement`` was made (nobody else
