@@ -4,17 +4,21 @@ A client re-sends its whole history on every call: the body of a 10,000-message 
 is 17 MB, of which only the last messages are new. Each body read is remembered per
 client session (a bounded number of the most recently used): its bytes, the byte span of
 each message and the message objects parsed from them. The next body of the session is
-compared with it byte for byte (one ``memcmp`` over the common part); the messages whose
-bytes it repeats are the very objects parsed before, and only the rest (the new messages,
-the one whose ``cache_control`` marker the client moved, everything after the message
-list) is parsed. A body that differs earlier (an edit, a rewind, a field before
-``messages`` that changed) is parsed whole, as the first one of a session is.
+compared with it byte for byte as it arrives (:class:`Arrival`: a ``memcmp`` per chunk);
+the messages whose bytes it repeats are the very objects parsed before, and only the
+rest (the new messages, the one whose ``cache_control`` marker the client moved, the
+fields after the message list) is parsed. A body that differs earlier (an edit, a
+rewind, a field before ``messages`` that changed) is parsed whole, as the first one of a
+session is; so is one whose ``"messages": [`` found in the bytes turns out not to be the
+top-level list (a sentinel put in its place must come back as the top-level
+``messages``). Whichever way, the result is what ``json.loads`` of the body gives.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,10 +223,15 @@ def _repeated(data: bytes, previous: Body, equal: int) -> int:
     for count in range(len(spans), max(len(spans) - 3, -1), -1):
         if repeats(count):
             return count
-    low, high = 0, len(spans) - 3  # the longest repeated prefix, by bisection
+    return _last_true(repeats, len(spans) - 3)
+
+
+def _last_true(holds: Callable[[int], bool], high: int) -> int:
+    """The largest count in ``0..high`` that ``holds`` (true up to some count, then false)."""
+    low = 0
     while low < high:
         middle = (low + high + 1) // 2
-        low, high = (middle, high) if repeats(middle) else (low, middle - 1)
+        low, high = (middle, high) if holds(middle) else (low, middle - 1)
     return low
 
 

@@ -367,10 +367,7 @@ class Store:
             _lock_session(conn, session_id)
             if lease is not None:
                 check_fence(conn, lease)
-            last = select(func.coalesce(func.max(messages.c.seq), 0)).where(
-                messages.c.session_id == session_id
-            )
-            first = int(conn.execute(last).scalar_one()) + 1
+            first = _next_seq(conn, session_id)
             now = _now()
             rows = [
                 _message_row(session_id, first + offset, turn, message, estimate, now)
@@ -660,6 +657,13 @@ def _lock_session(conn: Connection, session_id: str) -> None:
 def _check_status(status: str) -> None:
     if status not in FINISHED_STATUSES:
         raise ValueError(f"invalid run status {status!r}: use one of {sorted(FINISHED_STATUSES)}")
+
+
+def _next_seq(conn: Connection, session_id: str) -> int:
+    last = select(func.coalesce(func.max(messages.c.seq), 0)).where(
+        messages.c.session_id == session_id
+    )
+    return int(conn.execute(last).scalar_one()) + 1
 
 
 def _message_row(

@@ -59,7 +59,7 @@ def test_a_repeated_history_is_not_parsed_again_and_a_moved_marker_is() -> None:
 
 def test_an_edit_early_in_the_history_or_another_session_reads_the_body_whole() -> None:
     bodies = Bodies()
-    bodies.read(encoded(history(40)), "s")
+    before = bodies.read(encoded(history(40)), "s")
     edited = history(40)
     edited[3] = {"role": "assistant", "content": "rewound"}
 
@@ -67,6 +67,9 @@ def test_an_edit_early_in_the_history_or_another_session_reads_the_body_whole() 
     other = bodies.read(encoded(history(3, "other")), "s")
 
     assert again.raw == json.loads(encoded(edited))
+    # Found by bisection: the three messages before the edit are the objects read before.
+    reused = [again.raw["messages"][i] is before.raw["messages"][i] for i in range(4)]
+    assert reused == [True, True, True, False]
     assert other.raw == json.loads(encoded(history(3, "other")))
     assert len(other.spans) == 3
 
