@@ -217,13 +217,14 @@ def upstream_body(
     """The client's body with the messages the pipeline built; every other field as sent.
 
     Each message's JSON is kept along the lineage of the loop's outgoing copies
-    (:func:`~hango.core.identity.per_position`): a call serializes only the messages that
-    changed since the previous one, not the history. With the ``frame`` of the client's
-    body (its bytes before and after the message list) every other field goes as the
-    very bytes the client sent; without it they are serialized again, the messages last
-    (the order of an object's keys means nothing to the API).
+    (:meth:`Request.messages_parts`, the parts the provider sends): a call serializes only
+    the messages that changed since the previous one, not the history. With the ``frame``
+    of the client's body (its bytes up to its message list's ``[`` and from its ``]``)
+    every other field goes as the very bytes the client sent; without it (a body whose
+    list was not found, an internal round with the history tool added) they are
+    serialized again, the messages last (the order of an object's keys means nothing to
+    the API).
     """
-    # Each message's serialized JSON is kept along the session's outgoing copies.
     parts = request.messages_parts()  # "[", the messages, "]"
     if frame is not None:  # the client's bytes up to its "[" and from its "]"
         return b"".join([frame[0][:-1], *parts, frame[1][1:]])
