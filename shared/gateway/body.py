@@ -26,6 +26,8 @@ from hango.core.identity import RecentlyUsed
 from hango.core.messages import JsonObject
 
 BODIES_REMEMBERED = 256
+# A body's bytes: built in place as its chunks arrive (a ``bytearray``), never changed after.
+Buffer = bytes | bytearray
 _MESSAGES_KEY = re.compile(rb'"messages"[ \t\n\r]*:[ \t\n\r]*\[')
 
 
@@ -37,7 +39,7 @@ class BodyError(ValueError):
 class Body:
     """One request body: the parsed object, and where each message sits in its bytes."""
 
-    data: bytes
+    data: Buffer
     raw: JsonObject
     # Byte offsets: just after the ``[`` of the message list, each message's (start, end),
     # and the ``]`` that closes the list. ``opening`` is 0 when the body has no list.
@@ -45,7 +47,7 @@ class Body:
     spans: tuple[tuple[int, int], ...]
     closing: int
 
-    def frame(self) -> tuple[bytes, bytes] | None:
+    def frame(self) -> tuple[Buffer, Buffer] | None:
         """The body's bytes before its messages (up to ``[``) and after them (from ``]``);
         None when the message list was not found."""
         if not self.opening:
@@ -82,7 +84,7 @@ class Bodies:
         self._last.get(arrival.key, list)[:] = [body]
         return body
 
-    def _whole(self, data: bytes) -> Body:
+    def _whole(self, data: Buffer) -> Body:
         found = _MESSAGES_KEY.search(data)
         scanned = self._scan(data, found.end(), 0) if found is not None else None
         if found is not None and scanned is not None:
@@ -98,7 +100,7 @@ class Bodies:
             raise BodyError("the body is not an object")
         return Body(data, raw, 0, (), 0)
 
-    def _incremental(self, data: bytes, previous: Body, same: int) -> Body | None:
+    def _incremental(self, data: Buffer, previous: Body, same: int) -> Body | None:
         """``data`` read after its first ``same`` messages, those of ``previous``."""
         if same == 0:
             return None
@@ -110,7 +112,7 @@ class Bodies:
 
     def _assembled(
         self,
-        data: bytes,
+        data: Buffer,
         opening: int,
         kept: list[Any],
         spans: tuple[tuple[int, int], ...],
@@ -130,7 +132,7 @@ class Bodies:
         return Body(data, raw, opening, spans, closing)
 
     def _scan(
-        self, data: bytes, at: int, count: int
+        self, data: Buffer, at: int, count: int
     ) -> tuple[list[tuple[Any, tuple[int, int]]], int] | None:
         """The messages from byte ``at`` to the list's ``]`` (``count`` came before them),
         each with its byte span, and the offset of the ``]``; None: not such a list."""
@@ -189,7 +191,8 @@ class Arrival:
         self.key = key
         self.previous = previous
         self.equal = 0  # leading bytes known to be the previous body's
-        self._chunks: list[bytes] = []
+        # Each chunk copied in as it comes, while the next is on its way: no join at the end.
+        self._data = bytearray()
         self._size = 0
         self._view = memoryview(previous.data) if previous is not None else None
 
@@ -200,14 +203,14 @@ class Arrival:
                 self.equal += len(theirs)  # all of it, or all the previous body had left
             if len(theirs) < len(chunk) or self.equal < self._size + len(chunk):
                 self._view = None  # past the previous body or differing: compare no more
-        self._chunks.append(chunk)
+        self._data += chunk
         self._size += len(chunk)
 
-    def data(self) -> bytes:
-        return self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
+    def data(self) -> Buffer:
+        return self._data
 
 
-def _repeated(data: bytes, previous: Body, equal: int) -> int:
+def _repeated(data: Buffer, previous: Body, equal: int) -> int:
     """How many leading messages of ``data`` are byte for byte those of ``previous``,
     given that its first ``equal`` bytes are (only the bytes after them are compared)."""
     spans = previous.spans

@@ -100,7 +100,7 @@ class Exchange:
     headers: dict[str, str]
     streaming: bool
     # The client's body around its message list (see :func:`upstream_body`); None: unknown.
-    frame: tuple[bytes, bytes] | None = None
+    frame: tuple[bytes | bytearray, bytes | bytearray] | None = None
     head_sent: bool = False
     gone: bool = False
     # Set while the gateway answers its own tool in this request: the answer passes through it.
@@ -212,7 +212,9 @@ def _error_message(raw: bytes) -> str:
 
 
 def upstream_body(
-    raw: JsonObject, request: Request, frame: tuple[bytes, bytes] | None = None
+    raw: JsonObject,
+    request: Request,
+    frame: tuple[bytes | bytearray, bytes | bytearray] | None = None,
 ) -> bytes:
     """The client's body with the messages the pipeline built; every other field as sent.
 
