@@ -379,11 +379,13 @@ class AgentLoop:
     # -- the lower-level API (also used by `hango replay`) ------------------------------
 
     def begin_turn(self, session_id: str) -> TurnContext:
-        self.store.ensure_session(session_id, self.model)
+        # Read first: a session that exists needs no write to ensure it (nothing deletes one).
+        session = self.store.session(session_id)
+        if session is None:
+            self.store.ensure_session(session_id, self.model)
         turn = self.store.last_turn(session_id) + 1
         state = self.store.latest_state(session_id).next_turn()
         run_id = self.store.start_run(session_id, turn, state)
-        session = self.store.session(session_id)
         return TurnContext(
             session_id=session_id,
             turn=turn,
@@ -395,19 +397,24 @@ class AgentLoop:
         )
 
     def append(self, ctx: TurnContext, message: Message) -> StoredMessage:
-        estimate = None
-        if self.estimates is not None:
-            tokens = self.estimates.estimate_message(message)
-            estimate = MessageEstimate(self.estimates.signature, tokens)
-        stored = self.store.append_message(
-            ctx.session_id, ctx.turn, message, ctx.lease, estimate=estimate
-        )
+        return self.append_many(ctx, [message])[0]
+
+    def append_many(self, ctx: TurnContext, batch: Sequence[Message]) -> list[StoredMessage]:
+        """Store ``batch`` in one transaction (a client re-sending its history appends many)."""
+        rows = [(message, self._estimate(message)) for message in batch]
+        stored = self.store.append_messages(ctx.session_id, ctx.turn, rows, ctx.lease)
         cached = ctx.memory.transcript
-        if (cached[-1].seq if cached else 0) == stored.seq - 1:
-            cached.append(stored)  # in step with the store: keep the very same object
-        else:
+        if stored and (cached[-1].seq if cached else 0) == stored[0].seq - 1:
+            cached.extend(stored)  # in step with the store: keep the very same objects
+        elif stored:
             ctx.in_step = False  # someone else appended too: read the store again
         return stored
+
+    def _estimate(self, message: Message) -> MessageEstimate | None:
+        if self.estimates is None:
+            return None
+        tokens = self.estimates.estimate_message(message)
+        return MessageEstimate(self.estimates.signature, tokens)
 
     def call_model(self, ctx: TurnContext) -> Response:
         """One model call through the chain, walking the overflow ladder if needed."""

@@ -15,7 +15,6 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -27,7 +26,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from hango.gateway.identity import api_key, client_session, tenant_of
+from hango.gateway.body import BodyError
+from hango.gateway.identity import api_key, client_session, header_session, tenant_of
 from hango.gateway.service import Caller, Gateway
 from hango.gateway.upstream import (
     Exchange,
@@ -88,23 +88,26 @@ class MessagesEndpoint:
         key = api_key(headers)
         if key is None:
             return api_error(401, "authentication_error", "hango gateway: no x-api-key header")
+        tenant = tenant_of(key, self.upstream.secret)
+        # The previous body of the same named session (else of the tenant) is compared
+        # with this one as it arrives: only what it does not repeat is parsed.
+        arrival = self.gateway.bodies.arrival(f"{tenant}\0{header_session(headers) or ''}")
+        async for chunk in request.stream():
+            arrival.add(chunk)
         try:
-            raw: Any = json.loads(await request.body())
-        except ValueError:
-            return api_error(400, "invalid_request_error", "hango gateway: the body is not JSON")
-        if not isinstance(raw, dict):
-            return api_error(
-                400, "invalid_request_error", "hango gateway: the body is not an object"
-            )
+            body = self.gateway.bodies.received(arrival)
+        except BodyError as error:
+            return api_error(400, "invalid_request_error", f"hango gateway: {error}")
+        raw = body.raw
         exchange = Exchange(
             client=self.upstream.http(),
             url=self.upstream.url("/v1/messages", request.url.query.encode()),
             raw=raw,
             headers={**forwarded_headers(headers), "content-type": "application/json"},
             streaming=bool(raw.get("stream")),
+            frame=body.frame(),
         )
-        caller = Caller(tenant_of(key, self.upstream.secret), client_session(headers, raw))
-        return exchange, caller
+        return exchange, Caller(tenant, client_session(headers, raw))
 
     async def _serve(self, exchange: Exchange, caller: Caller) -> None:
         await anyio.to_thread.run_sync(self.gateway.serve, exchange, caller, limiter=self.threads)

@@ -68,13 +68,21 @@ def tenant_of(key: str, secret: bytes) -> str:
 
 def client_session(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:
     """The client's name for its conversation (see the module docstring for the order)."""
-    for header in ("x-claude-code-session-id", "x-hango-session"):
-        if headers.get(header):
-            return f"{header}:{headers[header]}"
+    by_header = header_session(headers)
+    if by_header is not None:
+        return by_header
     named = _metadata_session(body.get("metadata"))
     if named is not None:
         return f"metadata:{named}"
     return f"start:{conversation_fingerprint(body)}"
+
+
+def header_session(headers: Mapping[str, str]) -> str | None:
+    """The session a header names (``x-claude-code-session-id``, ``x-hango-session``)."""
+    for header in ("x-claude-code-session-id", "x-hango-session"):
+        if headers.get(header):
+            return f"{header}:{headers[header]}"
+    return None
 
 
 def _metadata_session(metadata: Any) -> str | None:

@@ -47,7 +47,8 @@ class GatewayProvider:
         exchange = _CURRENT.get()
         if exchange is None:
             raise ProviderError("the gateway's provider was called outside a client request")
-        outcome = anyio.from_thread.run(exchange.forward, upstream_body(exchange.raw, request))
+        body = upstream_body(exchange.raw, request, exchange.frame)
+        outcome = anyio.from_thread.run(exchange.forward, body)
         if isinstance(outcome, ProviderError):
             raise outcome
         return outcome

@@ -34,6 +34,7 @@ from hango.core.errors import (
 )
 from hango.core.messages import JsonObject, Message, Request
 from hango.core.settings import ProfileOverride, Settings
+from hango.gateway.body import Bodies
 from hango.gateway.history_rounds import HistoryRounds
 from hango.gateway.identity import store_session_id
 from hango.gateway.provider import serving
@@ -117,6 +118,7 @@ class Gateway:
         self.branches = Branches(store)
         # The history tool the gateway answers itself (hango.gateway.history_rounds).
         self.history = history
+        self.bodies = Bodies()
 
     def serve(self, exchange: Exchange, caller: Caller) -> None:
         """Answer ``exchange`` (in this worker thread); the answer always ends."""
@@ -145,7 +147,8 @@ class Gateway:
         base = fixed_part(raw)
         placement = self.branches.place(caller_base(caller), sent)
         new = parsed(placement.new, len(sent) - len(placement.new))
-        loop.store.ensure_session(placement.session_id, raw["model"])
+        if not placement.stored:  # one write transaction fewer on a session's every call
+            loop.store.ensure_session(placement.session_id, raw["model"])
         if placement.diverged_from is not None and placement.diverged_at is not None:
             loop.store.record_branch(
                 placement.session_id, placement.diverged_from, placement.diverged_at
@@ -182,9 +185,8 @@ class Gateway:
         caller: Caller,
     ) -> None:
         try:
-            for message, raw in zip(new, placement.new, strict=True):
-                loop.append(ctx, message)
-                self.branches.appended(placement.session_id, raw)
+            loop.append_many(ctx, new)
+            self.branches.appended(placement.session_id, placement.new)
             if self.history is None:
                 loop.call_model(ctx)
             else:

@@ -99,6 +99,8 @@ class Exchange:
     raw: JsonObject
     headers: dict[str, str]
     streaming: bool
+    # The client's body around its message list (see :func:`upstream_body`); None: unknown.
+    frame: tuple[bytes | bytearray, bytes | bytearray] | None = None
     head_sent: bool = False
     gone: bool = False
     # Set while the gateway answers its own tool in this request: the answer passes through it.
@@ -209,15 +211,26 @@ def _error_message(raw: bytes) -> str:
         return raw[:200].decode("utf-8", "replace")
 
 
-def upstream_body(raw: JsonObject, request: Request) -> bytes:
+def upstream_body(
+    raw: JsonObject,
+    request: Request,
+    frame: tuple[bytes | bytearray, bytes | bytearray] | None = None,
+) -> bytes:
     """The client's body with the messages the pipeline built; every other field as sent.
 
-    The fields keep the client's order and the messages come last (the order of an
-    object's keys means nothing to the API).
+    Each message's JSON is kept along the lineage of the loop's outgoing copies
+    (:meth:`Request.messages_parts`, the parts the provider sends): a call serializes only
+    the messages that changed since the previous one, not the history. With the ``frame``
+    of the client's body (its bytes up to its message list's ``[`` and from its ``]``)
+    every other field goes as the very bytes the client sent; without it (a body whose
+    list was not found, an internal round with the history tool added) they are
+    serialized again, the messages last (the order of an object's keys means nothing to
+    the API).
     """
+    parts = request.messages_parts()  # "[", the messages, "]"
+    if frame is not None:  # the client's bytes up to its "[" and from its "]"
+        return b"".join([frame[0][:-1], *parts, frame[1][1:]])
     rest = json.dumps({key: value for key, value in raw.items() if key != "messages"}).encode()
-    # Each message's serialized JSON is kept along the session's outgoing copies.
-    parts = request.messages_parts()
     parts[0] = (rest[:-1] + b', "messages": ' if len(rest) > 2 else b'{"messages": ') + parts[0]
     parts.append(b"}")
     return b"".join(parts)

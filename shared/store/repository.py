@@ -18,7 +18,7 @@ import functools
 import importlib.resources
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -299,15 +299,30 @@ class Store:
         :class:`TurnLeaseLostError` otherwise. ``estimate`` is stored beside the message
         (see :meth:`message_estimates`).
         """
+        return self.append_messages(session_id, turn, [(message, estimate)], lease)[0]
+
+    def append_messages(
+        self,
+        session_id: str,
+        turn: int,
+        batch: Sequence[tuple[Message, MessageEstimate | None]],
+        lease: TurnLease | None = None,
+    ) -> list[StoredMessage]:
+        """Store ``batch`` as the session's next ``seq`` numbers, in one transaction.
+
+        All or nothing, under the same session lock and fence check as
+        :meth:`append_message`: no other writer's message lands between two of the batch.
+        A client that re-sends a long history stores it in one commit, not one per message.
+        """
+        if not batch:
+            return []
         for attempt in range(_APPEND_ATTEMPTS):
             try:
-                return self._append_surviving_a_disconnect(
-                    session_id, turn, message, lease, estimate
-                )
+                return self._append_surviving_a_disconnect(session_id, turn, batch, lease)
             except IntegrityError:
                 if self.session(session_id) is None:
                     raise UnknownSessionError(session_id, database=self.where) from None
-                # Another writer took this seq first (SQLite only): take the next one.
+                # Another writer took this seq first (SQLite only): take the next ones.
                 time.sleep(0.001 * (attempt + 1))
         raise RuntimeError(
             f"could not append to session {session_id!r} after {_APPEND_ATTEMPTS} attempts"
@@ -317,18 +332,18 @@ class Store:
         self,
         session_id: str,
         turn: int,
-        message: Message,
+        batch: Sequence[tuple[Message, MessageEstimate | None]],
         lease: TurnLease | None,
-        estimate: MessageEstimate | None,
-    ) -> StoredMessage:
+    ) -> list[StoredMessage]:
         """``_append_once``, run once more if its connection died, unless it committed.
 
-        A connection can die after the commit reached the server: then the message is the
-        session's last one already, and appending it again would store it twice. Two equal
-        messages of one turn in a row are otherwise impossible (roles alternate).
+        A connection can die after the commit reached the server: then the batch's last
+        message is the session's last one already, and appending it again would store it
+        twice. Two equal messages of one turn in a row are otherwise impossible (roles
+        alternate).
         """
         try:
-            return self._append_once(session_id, turn, message, lease, estimate)
+            return self._append_once(session_id, turn, batch, lease)
         except DBAPIError as error:
             if not _disconnected(error):
                 raise
@@ -336,39 +351,33 @@ class Store:
                 "database connection lost appending to %s; checking, then retrying", session_id
             )
             last = self._last_message(session_id)
-            if last is not None and last.turn == turn and last.message == message:
-                return last
-            return self._append_once(session_id, turn, message, lease, estimate)
+            if last is not None and last.turn == turn and last.message == batch[-1][0]:
+                first = last.seq - len(batch) + 1
+                return self.messages(session_id, from_seq=first, to_seq=last.seq)
+            return self._append_once(session_id, turn, batch, lease)
 
     def _append_once(
         self,
         session_id: str,
         turn: int,
-        message: Message,
+        batch: Sequence[tuple[Message, MessageEstimate | None]],
         lease: TurnLease | None,
-        estimate: MessageEstimate | None,
-    ) -> StoredMessage:
+    ) -> list[StoredMessage]:
         with self.engine.begin() as conn:
             _lock_session(conn, session_id)
             if lease is not None:
                 check_fence(conn, lease)
-            last = select(func.coalesce(func.max(messages.c.seq), 0)).where(
-                messages.c.session_id == session_id
-            )
-            seq = int(conn.execute(last).scalar_one()) + 1
-            conn.execute(
-                messages.insert().values(
-                    session_id=session_id,
-                    seq=seq,
-                    turn=turn,
-                    role=message.role,
-                    content=message.to_api(),
-                    created_at=_now(),
-                    estimated_tokens=estimate.tokens if estimate else None,
-                    estimator=estimate.estimator if estimate else None,
-                )
-            )
-        return StoredMessage(seq=seq, turn=turn, message=message)
+            first = _next_seq(conn, session_id)
+            now = _now()
+            rows = [
+                _message_row(session_id, first + offset, turn, message, estimate, now)
+                for offset, (message, estimate) in enumerate(batch)
+            ]
+            conn.execute(messages.insert(), rows)
+        return [
+            StoredMessage(seq=first + offset, turn=turn, message=message)
+            for offset, (message, _) in enumerate(batch)
+        ]
 
     @once_more_on_disconnect
     def messages(
@@ -433,8 +442,20 @@ class Store:
 
     @once_more_on_disconnect
     def last_turn(self, session_id: str) -> int:
-        """The highest turn of any message or run of the session; 0 when there is none."""
-        by_messages = select(func.max(messages.c.turn)).where(messages.c.session_id == session_id)
+        """The highest turn of any message or run of the session; 0 when there is none.
+
+        Read from the session's last message and its highest run, two index lookups: a
+        maximum over every message read each of a long session's rows (~25 ms at 10,000
+        messages on SQLite, on every turn). The same figure: a turn's messages are
+        appended under the turn's run, after every earlier turn's (turns are serialized
+        per session), so no earlier message has a higher turn than both.
+        """
+        by_messages = (
+            select(messages.c.turn)
+            .where(messages.c.session_id == session_id)
+            .order_by(messages.c.seq.desc())
+            .limit(1)
+        )
         by_runs = select(func.max(runs.c.turn)).where(runs.c.session_id == session_id)
         with self.engine.connect() as conn:
             found = [conn.execute(by_messages).scalar(), conn.execute(by_runs).scalar()]
@@ -636,6 +657,33 @@ def _lock_session(conn: Connection, session_id: str) -> None:
 def _check_status(status: str) -> None:
     if status not in FINISHED_STATUSES:
         raise ValueError(f"invalid run status {status!r}: use one of {sorted(FINISHED_STATUSES)}")
+
+
+def _next_seq(conn: Connection, session_id: str) -> int:
+    last = select(func.coalesce(func.max(messages.c.seq), 0)).where(
+        messages.c.session_id == session_id
+    )
+    return int(conn.execute(last).scalar_one()) + 1
+
+
+def _message_row(
+    session_id: str,
+    seq: int,
+    turn: int,
+    message: Message,
+    estimate: MessageEstimate | None,
+    now: datetime,
+) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "seq": seq,
+        "turn": turn,
+        "role": message.role,
+        "content": message.to_api(),
+        "created_at": now,
+        "estimated_tokens": estimate.tokens if estimate else None,
+        "estimator": estimate.estimator if estimate else None,
+    }
 
 
 def _now() -> datetime:

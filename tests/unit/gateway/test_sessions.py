@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import inspect, text
 
 from hango.gateway.identity import client_session
+from hango.gateway.sessions import common_prefix
 from tests.fakeapi import FakeAnthropicAPI, text_reply
 from tests.gateway_support import RunningGateway, running_gateway, tool_output
 from tests.otel_support import capture
@@ -136,3 +137,15 @@ def _every_row(gateway: RunningGateway) -> list[str]:
             for row in conn.execute(text(f'SELECT * FROM "{table}"')):
                 rows.append("|".join([table, *map(str, row)]))
     return rows
+
+
+def test_the_common_prefix_sets_moved_markers_aside_and_stops_at_the_first_difference() -> None:
+    known = conversation(*(f"m{i}" for i in range(8)))
+    known[-1] = {**known[-1], "content": [{"type": "text", "text": "m7", "cache_control": {}}]}
+    resent = [*known[:-1], {"role": "assistant", "content": "m7"}, {"role": "user", "content": "n"}]
+    assert common_prefix(known, resent) == 8  # the last one's marker moved: the same message
+    assert common_prefix(known, known[:5]) == 5
+    edited = [*known[:2], {"role": "user", "content": "other"}, *known[3:]]
+    assert common_prefix(known, edited) == 2
+    assert common_prefix(known, [dict(m) for m in edited]) == 2  # equal copies, not the objects
+    assert common_prefix([], resent) == 0

@@ -24,11 +24,17 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, event, inspect, select, text
 
 from hango.compaction.record import CompactionRecord, RunState
-from hango.core.errors import ConfigError, InvalidSessionIdError, UnknownSessionError
+from hango.core.errors import (
+    ConfigError,
+    InvalidSessionIdError,
+    TurnLeaseLostError,
+    UnknownSessionError,
+)
 from hango.core.messages import Message, Usage
 from hango.core.price import Price
 from hango.cost.meter import UsageTotals
 from hango.store import MessageEstimate, RunInfo, Store
+from hango.store.leases import SessionLeases
 from hango.store.repository import engine_from_url
 from hango.store.tables import messages, metadata
 
@@ -212,6 +218,63 @@ class StoreContract:
                 m.message.content for m in stored if str(m.message.content).startswith(f"{worker}:")
             ]
             assert mine == [f"{worker}:{index}" for index in range(per_thread)]
+
+    def test_a_batch_takes_the_next_seqs_in_order_with_its_estimates(self, store: Store) -> None:
+        store.ensure_session("s1", "m")
+        store.append_message("s1", 1, Message(role="user", content="before"))
+        batch = [
+            (Message(role="assistant", content=f"a{i}"), MessageEstimate("est/1", 10 + i))
+            for i in range(3)
+        ]
+        batch.append((Message(role="user", content="no estimate"), None))
+
+        appended = store.append_messages("s1", 2, batch)
+
+        assert [(m.seq, m.turn) for m in appended] == [(2, 2), (3, 2), (4, 2), (5, 2)]
+        assert store.messages("s1")[1:] == appended
+        assert [m.message for m in appended] == [message for message, _ in batch]
+        assert store.message_estimates("s1", "est/1") == {2: 10, 3: 11, 4: 12}
+        assert store.append_messages("s1", 2, []) == []
+        assert [m.seq for m in store.messages("s1")] == [1, 2, 3, 4, 5]
+
+    def test_concurrent_batches_land_whole_and_in_order(self, store: Store) -> None:
+        store.ensure_session("s1", "m")
+        threads, batches, size = 6, 4, 5
+        start = threading.Barrier(threads)
+
+        def append_batches(worker: int) -> None:
+            start.wait()
+            for index in range(batches):
+                batch = [
+                    (Message(role="user", content=f"{worker}:{index}:{k}"), None)
+                    for k in range(size)
+                ]
+                store.append_messages("s1", 1, batch)
+
+        run_threads(threads, append_batches)
+
+        stored = store.messages("s1")
+        assert [m.seq for m in stored] == list(range(1, threads * batches * size + 1))
+        texts = [str(m.message.content) for m in stored]
+        for first in range(0, len(texts), size):  # no batch is split by another writer's
+            prefix = texts[first].rsplit(":", 1)[0]
+            assert texts[first : first + size] == [f"{prefix}:{k}" for k in range(size)]
+
+    def test_a_batch_under_a_lost_lease_stores_nothing(self, store: Store) -> None:
+        store.ensure_session("s1", "m")
+        leases = SessionLeases(store.engine)
+        stale = leases.try_acquire("s1", ttl=30)
+        assert stale is not None
+        leases.release(stale)
+        current = leases.try_acquire("s1", ttl=30)
+        assert current is not None
+        batch = [(Message(role="user", content=f"m{i}"), None) for i in range(3)]
+
+        with pytest.raises(TurnLeaseLostError, match="lost its lease"):
+            store.append_messages("s1", 1, batch, stale)
+
+        assert store.messages("s1") == []
+        assert [m.seq for m in store.append_messages("s1", 1, batch, current)] == [1, 2, 3]
 
     def test_append_to_unknown_session_is_refused(self, store: Store) -> None:
         with pytest.raises(UnknownSessionError, match="nobody"):
