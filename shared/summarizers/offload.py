@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import re
+
 from hango.compaction.jobs import OffloadJob
 from hango.history.base import HistoryBackend
 from hango.history.markdown import render_evicted
-from hango.history.paths import conversation_history_path
+from hango.history.paths import conversation_history_path, section_keys
+
+_KEY = re.compile(r"turn-\d+-seq-(\d+)-(\d+)")
 
 
 class InlineOffloader:
     """``HistoryOffloader`` writing to a history backend in this process.
 
-    The section key names the turn and the evicted range, so a retried offload of the
-    same compaction (overflow retry, resumed turn) appends nothing.
+    Each evicted message is written once: messages a section of the file already holds
+    (an earlier attempt of this compaction that evicted less, then fell back to a larger
+    cut) are left out, and the section key names the turn and the range written, so a
+    retried offload of the same compaction (overflow retry, resumed turn) appends nothing.
     """
 
     def __init__(self, history: HistoryBackend) -> None:
@@ -24,11 +30,29 @@ class InlineOffloader:
                 f"offload for session {job.session_id!r} turn {job.turn} has no messages"
             )
         path = conversation_history_path(job.session_id)
-        section = render_evicted(job.session_id, job.turn, job.evicted)
-        self.history.append_section(path, offload_key(job), section)
+        held = self._held(path)
+        fresh = tuple(m for m in job.evicted if m.seq not in held)
+        if fresh:
+            section = render_evicted(job.session_id, job.turn, fresh)
+            key = offload_key(job.model_copy(update={"evicted": fresh}))
+            self.history.append_section(path, key, section)
         return path
+
+    def _held(self, path: str) -> set[int]:
+        """The sequence numbers the history file's sections already hold."""
+        try:
+            text = self.history.read(path)
+        except FileNotFoundError:
+            return set()
+        held: set[int] = set()
+        for key in section_keys(text):
+            found = _KEY.fullmatch(key)
+            if found:
+                held.update(range(int(found[1]), int(found[2]) + 1))
+        return held
 
 
 def offload_key(job: OffloadJob) -> str:
-    """The idempotency key of one offload: turn and evicted range."""
-    return f"turn-{job.turn}-seq-{job.from_seq}-{job.to_seq}"
+    """The idempotency key of one offload: turn and the range it writes."""
+    first, last = job.evicted[0].seq, job.evicted[-1].seq
+    return f"turn-{job.turn}-seq-{first}-{last}"
