@@ -9,6 +9,7 @@ modules' docstrings into plain text.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from typing import Any
 
@@ -66,6 +67,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite ``float`` >= 0 (seconds); argparse turns the error into a usage error."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, not {text!r}")
     return value
 
 

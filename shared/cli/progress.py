@@ -22,6 +22,10 @@ from hango.compaction.validate import count_breakpoints
 from hango.core.messages import Request, Response
 from hango.middleware.observer import NullObserver
 
+# A pre-summary installed after waiting less than this was ready (the wait is the lock
+# and the future's hand-over, not the summary).
+READY_WITHIN = 0.001
+
 
 @dataclass
 class RunStats(NullObserver):
@@ -37,6 +41,8 @@ class RunStats(NullObserver):
     breakpoints: int = 0
     trigger_waits: list[float] = field(default_factory=list)  # seconds, one per compaction
     presummary_hits: int = 0  # compactions at the trigger that installed a pre-summary
+    # Per compaction at the trigger, in order: (turn, installed a pre-summary, seconds waited).
+    trigger_compactions: list[tuple[int, bool, float]] = field(default_factory=list)
     current_turn: int = 0
     _pending: int = 0
 
@@ -70,12 +76,37 @@ class RunStats(NullObserver):
     ) -> None:
         self.trigger_waits.append(seconds)
         self.presummary_hits += presummarized
+        self.trigger_compactions.append((turn, presummarized, seconds))
 
     def presummary_hit_rate(self) -> float | None:
         """Share of the compactions at the trigger that installed a pre-summary (0-1)."""
         if not self.trigger_waits:
             return None
         return round(self.presummary_hits / len(self.trigger_waits), 3)
+
+    def presummary_ready_rate(self) -> float | None:
+        """Share of the compactions at the trigger whose pre-summary was ready (no wait)."""
+        if not self.trigger_compactions:
+            return None
+        ready = sum(
+            1
+            for _, installed, waited in self.trigger_compactions
+            if installed and waited < READY_WITHIN
+        )
+        return round(ready / len(self.trigger_compactions), 3)
+
+    def trigger_compactions_json(self) -> list[dict[str, object]]:
+        """Per compaction at the trigger: its turn, whether a pre-summary was installed and
+        ready, and the wait (ms)."""
+        return [
+            {
+                "turn": turn,
+                "presummary": installed,
+                "ready": installed and waited < READY_WITHIN,
+                "wait_ms": round(1000 * waited, 1),
+            }
+            for turn, installed, waited in self.trigger_compactions
+        ]
 
     def trigger_wait_ms(self) -> dict[str, float | None]:
         """p50 and p95 of what compactions at the trigger held their turn (ms)."""

@@ -42,10 +42,11 @@ from hango.cli.output import (
     summary_sources,
     summary_sources_line,
 )
-from hango.cli.parsing import positive_int, summary
+from hango.cli.parsing import non_negative_float, positive_int, summary
 from hango.cli.progress import RunStats
 from hango.cli.replaying import (
     RecordedReplies,
+    ReplayClock,
     ReplayRun,
     replay_transcript,
     transcript_tools,
@@ -61,6 +62,10 @@ from hango.cost.meter import CacheMeter, cache_json, estimated_sizes, recorded_r
 from hango.history.paths import conversation_history_path
 from hango.tokens import make_estimator
 from hango.wiring.agent import Agent, build_agent
+
+# Time between two model calls of a transcript without timestamps: a tool round of a
+# coding agent (an answer streamed, a tool run) takes seconds.
+DEFAULT_CALL_SECONDS = 5.0
 
 
 def add_parser(commands: Any) -> None:
@@ -79,6 +84,20 @@ def add_parser(commands: Any) -> None:
         choices=("extractive", "anthropic"),
         default="extractive",
         help="who writes the summaries: offline extraction, or the Anthropic API",
+    )
+    parser.add_argument(
+        "--summarizer-latency",
+        type=non_negative_float,
+        metavar="SECONDS",
+        help="seconds each summary takes on the replayed clock (default: as measured)",
+    )
+    parser.add_argument(
+        "--call-seconds",
+        type=non_negative_float,
+        default=DEFAULT_CALL_SECONDS,
+        metavar="SECONDS",
+        help="time between two model calls when the transcript records none "
+        f"(default {DEFAULT_CALL_SECONDS:g})",
     )
     parser.add_argument(
         "--database-url", help="keep the replayed session (default: throwaway SQLite)"
@@ -113,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
             estimator = make_estimator(settings.estimator)
             window = Profiles.from_settings(settings).resolve(settings.model).max_input_tokens
             replies = RecordedReplies(window=window, estimator=estimator)
+            clock = ReplayClock(transcript, args.call_seconds)
             stats = RunStats()
             chat, summary, observer = instrumented(handle, replies, summarizer_provider or replies)
             agent = build_agent(
@@ -123,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
                 observers=(stats, observer),
                 extra_tools=transcript_tools(transcript),
                 system_prompt=transcript.system,
+                clock=clock,
+                summary_seconds=args.summarizer_latency,
             )
             session_id = replay_session_id(args.transcript, agent)
             meter = CacheMeter(agent.profile, estimated_sizes(estimator))
@@ -141,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
                 session_id=session_id,
                 estimator=estimator,
                 on_call=on_call,
+                clock=clock,
             )
             report = replay_report(args, settings, agent, transcript, session_id, outcome, stats)
             report["cache"] = replay_cache_json(meter, transcript)
@@ -269,6 +292,13 @@ def replay_report(
         "summaries": summary_sources(outcome.compactions),
         "trigger_wait_ms": stats.trigger_wait_ms(),
         "presummary_hit_rate": stats.presummary_hit_rate(),
+        "presummary_ready_rate": stats.presummary_ready_rate(),
+        "trigger_compactions": stats.trigger_compactions_json(),
+        "pacing": {
+            "from_timestamps": any(t is not None for t in transcript.times),
+            "call_seconds": args.call_seconds,
+            "summarizer_latency": args.summarizer_latency,
+        },
         "truncated_tool_args": stats.truncated_args,
         "invalid_requests_blocked": stats.invalid_blocked,
         "overflow_retries": stats.overflow_retries,
@@ -310,6 +340,8 @@ def _print_tables(report: dict[str, Any], outcome: ReplayRun) -> None:
                 ("summaries", summary_sources_line(report["summaries"])),
                 ("waited for summaries at the trigger", _waits(report["trigger_wait_ms"])),
                 ("pre-summaries installed at the trigger", _rate(report["presummary_hit_rate"])),
+                ("pre-summaries ready at the trigger", _rate(report["presummary_ready_rate"])),
+                ("pacing", _pacing(report["pacing"])),
                 ("truncated tool arguments", report["truncated_tool_args"]),
                 ("invalid requests blocked", report["invalid_requests_blocked"]),
                 (
@@ -331,6 +363,13 @@ def _waits(waits: dict[str, float | None]) -> str:
     if waits["p50"] is None:
         return "-"
     return f"p50 {waits['p50']:,.0f} ms, p95 {waits['p95']:,.0f} ms"
+
+
+def _pacing(pacing: dict[str, Any]) -> str:
+    calls = "recorded timestamps" if pacing["from_timestamps"] else f"{pacing['call_seconds']:g} s"
+    latency = pacing["summarizer_latency"]
+    summaries = "as measured" if latency is None else f"{latency:g} s each"
+    return f"calls {calls}, summaries {summaries}"
 
 
 def _rate(rate: float | None) -> str:

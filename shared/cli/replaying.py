@@ -148,6 +148,36 @@ class ReplayRun:
 CallHook = Callable[[Request, int], None]
 
 
+class ReplayClock:
+    """The replayed session's clock: the recorded time of the answer being asked for.
+
+    A Claude Code transcript records when each message was written; the time between two
+    answers is the real time between two model calls, pauses included. Without a recorded
+    time (a Messages API JSON, or an entry without one) each call takes ``call_seconds``.
+    Seconds from the first call; never backwards (a clock skew in the recording is held).
+    """
+
+    def __init__(self, transcript: Transcript, call_seconds: float) -> None:
+        self.transcript = transcript
+        self.call_seconds = call_seconds
+        self.now = 0.0
+        self._origin: float | None = None
+        self._calls = 0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def answer(self, index: int) -> None:
+        """The loop is about to ask for the transcript's message ``index``."""
+        recorded = self.transcript.time_of(index)
+        if recorded is None:
+            self.now += self.call_seconds if self._calls else 0.0
+        else:
+            self._origin = recorded if self._origin is None else self._origin
+            self.now = max(self.now, recorded - self._origin)
+        self._calls += 1
+
+
 def replay_transcript(
     agent: Agent,
     replies: RecordedReplies,
@@ -156,6 +186,7 @@ def replay_transcript(
     session_id: str,
     estimator: Estimator,
     on_call: CallHook | None = None,
+    clock: ReplayClock | None = None,
 ) -> ReplayRun:
     """Replay every turn of ``transcript`` into ``session_id``."""
     run = ReplayRun()
@@ -167,6 +198,8 @@ def replay_transcript(
             for message in turn:
                 if message.role == "assistant":
                     replies.expect(message)
+                    if clock is not None:
+                        clock.answer(raw.count)
                     loop.call_model(ctx)
                     sent = replies.last
                     assert sent is not None

@@ -43,8 +43,11 @@ from hango.cli.wiring import (
     with_window,
 )
 from hango.core.errors import ConfigError
+from hango.core.messages import Request
 from hango.core.profiles import Profiles
 from hango.core.settings import Settings, load_settings
+from hango.middleware.observer import NullObserver
+from hango.middleware.pacing import SteppedClock
 from hango.providers.base import Provider
 from hango.simulate.runner import Simulation, SimulationOutcome, build_simulation, scripted_model
 from hango.tokens import make_estimator
@@ -150,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     provider: Provider = model if model is not None else anthropic_provider(settings)
     stats = RunStats()
     progress = LiveProgress(stats, turns=args.turns, window=args.max_input_tokens)
+    clock = CallClock(model_latency)
     agent_costs, summary_costs = run_costs(settings)
     with telemetry(instrument_celery=args.queue) as handle:
         chat, summary, observer = instrumented(handle, provider, provider)
@@ -159,8 +163,9 @@ def run(args: argparse.Namespace) -> int:
             provider=chat,
             summarizer_provider=MeteredProvider(summary, summary_costs),
             session_id=args.session,
-            observers=(stats, progress, observer, AnsweredCalls(agent_costs)),
+            observers=(stats, progress, observer, AnsweredCalls(agent_costs), clock),
             model=model,
+            pacing=simulated_pacing(args, settings, clock),
         )
         started = time.monotonic()
         with progress:
@@ -175,6 +180,28 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_tables(args, report, outcome)
     return 0
+
+
+class CallClock(NullObserver):
+    """The scripted session's clock: each model call takes ``model_latency`` on it."""
+
+    def __init__(self, model_latency: float) -> None:
+        self.clock = SteppedClock()
+        self.model_latency = model_latency
+
+    def request_sent(self, session_id: str, turn: int, request: Request, input_tokens: int) -> None:
+        self.clock.advance(self.model_latency)
+
+
+def simulated_pacing(
+    args: argparse.Namespace, settings: Settings, clock: CallClock
+) -> dict[str, Any] | None:
+    """Pre-summaries paced on the scripted clock (calls at ``--model-latency``, summaries
+    at ``--summarizer-latency``), so a seeded run decides the same way on any machine;
+    the worker's real clock with ``--queue`` or a real model."""
+    if args.queue or args.provider != "scripted":
+        return None
+    return {"clock": clock.clock, "summary_seconds": settings.simulated_summarizer_latency}
 
 
 def run_costs(settings: Settings) -> tuple[CallCosts, CallCosts]:

@@ -100,9 +100,11 @@ class Settings(BaseSettings):
     context_keep_frac: float = Field(default=0.10, gt=0, lt=1)
     context_target_frac: float = Field(default=0.60, gt=0, lt=1)
     replay_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
-    # Past this share of the window the summary a compaction at the trigger will need is
-    # dispatched ahead, without waiting; off when at or above the model's trigger.
-    context_presummarize_frac: float = Field(default=0.70, gt=0, le=1)
+    # Below this share of the window no summary is dispatched ahead of the trigger; past
+    # it the session's pace decides when (hango.compaction.pace), or, with the pace off,
+    # the summary is dispatched at once (the fixed start). Off at or above the trigger.
+    context_presummarize_frac: float = Field(default=0.40, gt=0, le=1)
+    context_presummarize_pace: bool = True
     tool_arg_max_tokens: int = Field(default=2000, gt=0)
     tool_arg_clear_at_least: int = Field(default=10_000, ge=0)
     tool_result_offload_tokens: int = Field(default=20000, gt=0)

@@ -1,5 +1,6 @@
-"""The rungs that change the outgoing copy: the summary (ready beforehand or made now) and
-mechanical truncation, each validated and recorded before the request moves on.
+"""The summary rungs that change the outgoing copy: a pre-summary ready beforehand, or the
+summary made now, each validated and recorded before the request moves on (the last rung,
+mechanical truncation, and the offload and commit every rung ends with: truncating.py).
 
 Mixed into :class:`~hango.middleware.summarization.SummarizationMiddleware`, which decides
 when a rung runs; the attributes below are what the rungs use of it.
@@ -7,7 +8,6 @@ when a rung runs; the attributes below are what the rungs use of it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -15,39 +15,23 @@ from dataclasses import dataclass
 
 from hango.compaction.extractive import ExtractiveSummarizer
 from hango.compaction.groups import group_starts
-from hango.compaction.head import head_message
-from hango.compaction.jobs import (
-    HistoryOffloader,
-    OffloadJob,
-    Summarizer,
-    SummaryJob,
-    SummaryResult,
-)
-from hango.compaction.mechanical import drop_oldest_groups
+from hango.compaction.jobs import Summarizer, SummaryJob, SummaryResult
 from hango.compaction.record import CompactionReason, CompactionRecord
 from hango.compaction.summary_fit import fit_summary
 from hango.compaction.validate import Violation
-from hango.core.errors import CannotFitError
-from hango.core.messages import Message, StoredMessage
-from hango.core.profiles import ModelProfile
+from hango.core.messages import Message
 from hango.history.paths import conversation_history_path
 from hango.middleware.base import ModelCall
 from hango.middleware.evicted import (
     apply_record,
-    evicted_request,
-    kept_from,
-    merge_artifacts,
     seq_at,
     stored_before,
     summary_record,
-    undercount_scale,
     window_of,
 )
-from hango.middleware.observer import LoopObserver
-from hango.middleware.oversized import shrinking, tool_blocks_cut
-from hango.middleware.presummary import Presummaries
-from hango.middleware.token_figure import TokenFigure
-from hango.tokens.base import Estimator
+from hango.middleware.pacing import Pacer
+from hango.middleware.presummary import Presummaries, Presummary
+from hango.middleware.truncating import Truncating
 
 # Stands in for the summary while the room left for it is measured.
 _NO_SUMMARY = SummaryResult(text="", summarizer="none")
@@ -64,56 +48,93 @@ class Plan:
     first_real: int
 
 
-class Compacting:
-    profile: ModelProfile
-    estimator: Estimator
+class Compacting(Truncating):
     summarizer: Summarizer
-    offloader: HistoryOffloader
-    observer: LoopObserver
     validator: Callable[[Sequence[Message]], list[Violation]]
-    figure: TokenFigure
     presummaries: Presummaries
+    pacer: Pacer
 
     def _install_presummary(
         self, call: ModelCall, reason: CompactionReason, tokens: int, plan: Plan
     ) -> tuple[ModelCall | None, float]:
-        """The request with the pre-summary installed, and the seconds waited for it.
+        """The request with a pre-summary installed, and the seconds waited for it.
 
-        ``None`` when there is none, it does not match, its offload failed (nothing leaves
-        the request that was not offloaded), it fails validation, or the result does not
-        fit under the post-compaction target: the normal path then runs.
+        The ready one first while the one extending it is still in flight, then that one.
+        ``None`` when there is none or none can be installed: the normal path then runs.
         """
-        taken = self.presummaries.take(call, plan.first_real, plan.boundary)
-        if taken is None:
+        waited = 0.0
+        for candidate in self.presummaries.take(call):
+            installed, waited_for = self._install_one(call, reason, tokens, plan, candidate)
+            waited += waited_for
+            if installed is not None:
+                return installed, waited
+        return None, waited
+
+    def _install_one(
+        self,
+        call: ModelCall,
+        reason: CompactionReason,
+        tokens: int,
+        plan: Plan,
+        ready: Presummary,
+    ) -> tuple[ModelCall | None, float]:
+        """``ready`` installed: ``None`` when it does not match, fails validation, does not
+        fit (see _fits), or its range's offload fails (nothing leaves the request that was
+        not offloaded; offloaded only now, so a pre-summary never installed writes nothing).
+        """
+        index = self.presummaries.index_to_install(call, ready, plan.first_real, plan.boundary)
+        if index is None:
             return None, 0.0
-        ready, index = taken
         waiting_since = time.monotonic()
-        offload_path, result = ready.work.result()
-        waited = time.monotonic() - waiting_since
-        if offload_path is None or result is None:
-            return None, waited
-        previous = call.state.state.latest
+        result, ready_at = ready.work.result()
+        waited = self.pacer.waited(time.monotonic() - waiting_since, ready_at)
         kept_from_seq = ready.pending.to_seq + 1
         evicted = stored_before(call, kept_from_seq)
+        path = conversation_history_path(call.session_id)
+        previous = call.state.state.latest
         record = summary_record(
-            call, reason, tokens, kept_from_seq, evicted, previous, offload_path, result
+            call, reason, tokens, kept_from_seq, evicted, previous, path, result
         )
         compacted = apply_record(call, record, index)
         if self.validator(compacted.request.messages):
             log.warning("session %s turn %d: pre-summary invalid here", call.session_id, call.turn)
             return None, waited
         after = self.figure.measure(compacted, record)
-        if after > self.profile.target_tokens:
-            log.info(
-                "session %s turn %d: with the pre-summary the request is %d tokens, over the "
-                "target %d; summarizing further now",
-                call.session_id,
-                call.turn,
-                after,
-                self.profile.target_tokens,
-            )
+        if not self._fits(call, tokens, after, index, plan):
+            return None, waited
+        if self._offload(call, evicted) is None:
             return None, waited
         return self._commit(compacted, record, after), waited
+
+    def _fits(self, call: ModelCall, tokens: int, after: int, index: int, plan: Plan) -> bool:
+        """Under the target; or over it but under the trigger, when summarizing the rest of
+        the trigger's range now would not bring it under the target either (a large newest
+        round): that would only make the turn wait."""
+        target = self.profile.target_tokens
+        if after <= target or (
+            after <= self.profile.trigger_tokens
+            and after - self._left_verbatim(call, tokens, index, plan) > target
+        ):
+            return True
+        log.info(
+            "session %s turn %d: with the pre-summary the request is %d tokens, over the "
+            "target %d; summarizing further now",
+            call.session_id,
+            call.turn,
+            after,
+            target,
+        )
+        return False
+
+    def _left_verbatim(self, call: ModelCall, tokens: int, index: int, plan: Plan) -> int:
+        """Tokens a pre-summary kept from ``index`` leaves verbatim that the trigger's plan
+        would summarize (in the units of ``tokens``), from the running per-message figures."""
+        if index >= plan.boundary:
+            return 0
+        whole, before_index = self.figure.estimate.split(call.request, index)
+        _, before_boundary = self.figure.estimate.split(call.request, plan.boundary)
+        scale = tokens / whole if whole > 0 else 1.0
+        return round((before_boundary - before_index) * scale)
 
     def _summarize(
         self, call: ModelCall, reason: CompactionReason, tokens: int, plan: Plan
@@ -163,7 +184,7 @@ class Compacting:
         )
         if reason == "threshold":
             # What the user's turn paid for the slow steps at the trigger.
-            waited = time.monotonic() - waiting_since
+            waited = self.pacer.waited(time.monotonic() - waiting_since, before=already_waited)
             self.observer.summary_waited(call.session_id, call.turn, waited)
         record = summary_record(
             call, reason, tokens, kept_from_seq, evicted, previous, offload_path, result
@@ -211,223 +232,3 @@ class Compacting:
             fallback = ExtractiveSummarizer().summarize(job)
             reason = f"summarizer error: {type(exc).__name__}: {exc}"
             return fallback.model_copy(update={"fallback_reason": reason})
-
-    def _truncate(self, call: ModelCall, tokens: int) -> ModelCall:
-        """Drop whole oldest groups until the request fits (the last rung of the ladder)."""
-        previous = call.state.state.latest
-        first_real = 1 if call.summary_message_present else 0
-        body = call.request.messages[first_real:]
-        overflowed = call.force in ("overflow", "truncate")
-        scale = self._truncation_scale(call, tokens)
-        saved_before = previous.saved_to_seq if previous else None
-        quote_request = True
-
-        def record_for(cut: int, offload_path: str | None) -> CompactionRecord:
-            kept_from_seq = kept_from(call, first_real + cut)
-            evicted = stored_before(call, kept_from_seq)
-            offloaded = offload_path is not None or not evicted
-            return CompactionRecord(
-                at_turn=call.turn,
-                reason="truncate",
-                kept_from_seq=kept_from_seq,
-                summary=previous.summary if previous else None,
-                offload_path=offload_path or (previous.offload_path if previous else None),
-                tokens_before=tokens,
-                tokens_after=0,
-                evicted_messages=len(evicted),
-                summarizer="none",
-                artifacts=merge_artifacts(previous, evicted),
-                offloaded_to_seq=kept_from_seq - 1 if offloaded else saved_before,
-                user_request=evicted_request(call, kept_from_seq) if quote_request else None,
-            )
-
-        def measure(messages: tuple[Message, ...]) -> int:
-            # The head lists the artifacts of what this cut evicts, so it grows with the
-            # cut: measure each candidate with its own head, not the previous one.
-            cut = len(body) - (len(messages) - 1)
-            head = head_message(record_for(cut, conversation_history_path(call.session_id)))
-            request = call.request.model_copy(update={"messages": (head, *messages[1:])})
-            return int(self.estimator.estimate_request(request) * scale)
-
-        # A request the provider refused must lose at least one group: the same request
-        # again would only be refused again.
-        at_least = 1 if overflowed else 0
-        try:
-            cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
-        except CannotFitError:
-            if record_for(len(body), None).user_request is None:
-                return self._shortened(call, body, record_for, first_real, scale)
-            # The user's request is quoted unless it alone cannot fit: then the newest
-            # group goes out without it (the summary and the history file still hold it).
-            log.warning(
-                "session %s turn %d: the user's request does not fit beside the newest "
-                "tool group; sending without quoting it",
-                call.session_id,
-                call.turn,
-            )
-            quote_request = False
-            try:
-                cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
-            except CannotFitError:
-                return self._shortened(call, body, record_for, first_real, scale)
-        evicted = stored_before(call, kept_from(call, first_real + cut))
-        record = record_for(cut, self._offload(call, evicted) if evicted else None)
-        return self._commit(apply_record(call, record, first_real + cut), record)
-
-    def _shortened(
-        self,
-        call: ModelCall,
-        body: tuple[Message, ...],
-        record_for: Callable[[int, str | None], CompactionRecord],
-        first_real: int,
-        scale: float,
-    ) -> ModelCall:
-        """The last rung: only the newest group is kept, its tool blocks cut to previews.
-
-        A tool group is never split, so a group larger than the window by itself (a batch
-        stored before batches were bounded) would fail every later call. The store keeps
-        it whole; the copy sends each large input and result as a head, a tail and a size
-        note, smaller and smaller until the request fits the window.
-        """
-        starts = group_starts(body)
-        if not starts:
-            raise self._cannot_fit(call, body, scale)
-        evicted = stored_before(call, kept_from(call, first_real + starts[-1]))
-        record = record_for(starts[-1], self._offload(call, evicted) if evicted else None)
-        kept = apply_record(call, record, first_real + starts[-1])
-        window = window_of(call, self.profile)
-        for per_block in shrinking(window):
-            request = tool_blocks_cut(kept.request, per_block, self.estimator)
-            if int(self.estimator.estimate_request(request) * scale) <= window:
-                log.warning(
-                    "session %s turn %d: the newest tool group alone is over the window; "
-                    "its tool inputs and results are sent as previews of %d tokens at most",
-                    call.session_id,
-                    call.turn,
-                    per_block,
-                )
-                return self._commit(kept.evolve(request=request), record)
-        raise self._cannot_fit(call, body, scale)
-
-    def _cannot_fit(
-        self, call: ModelCall, body: tuple[Message, ...], scale: float
-    ) -> CannotFitError:
-        """The error naming what does not fit, with the request's true size."""
-        window = window_of(call, self.profile)
-        tokens = int(self.estimator.estimate_request(call.request) * scale)
-        fixed = call.request.model_copy(update={"messages": ()})
-        fixed_tokens = int(self.estimator.estimate_request(fixed) * scale)
-        if tokens <= window:
-            return CannotFitError(
-                f"session {call.session_id} turn {call.turn}: the provider refused the "
-                f"request as too long, but it measures about {tokens} tokens here, under the "
-                f"profile's window of {window}, and nothing more can be evicted; the model's "
-                "window is probably smaller than its profile says (HANGO_MODEL_PROFILES)",
-                tokens=tokens,
-                limit=window,
-            )
-        return CannotFitError(
-            f"session {call.session_id} turn {call.turn}: the request needs about {tokens} "
-            f"tokens ({len(body)} messages; the system prompt and tool definitions alone "
-            f"{fixed_tokens}) and nothing more can be evicted or shortened to fit the "
-            f"model's window of {window}; give the model a larger window "
-            "(HANGO_MODEL_PROFILES) or a shorter system prompt",
-            tokens=tokens,
-            limit=window,
-        )
-
-    def _truncation_scale(self, call: ModelCall, tokens: int) -> float:
-        """Estimates times this scale are in the units of the window.
-
-        After an overflow the provider's own figure calibrates (see _undercount_scale).
-        Otherwise ``tokens`` is what decided to truncate (the provider's count when it has
-        one): the estimate of that same request against it, so a cut is judged in the
-        units that found the request too long, not in a second, disagreeing measure.
-        """
-        if call.overflow is not None:
-            return undercount_scale(call)
-        estimate = self.estimator.estimate_request(call.request)
-        return tokens / estimate if tokens > 0 and estimate > 0 else 1.0
-
-    def _fitting_cut(
-        self,
-        call: ModelCall,
-        body: tuple[Message, ...],
-        head: Message,
-        measure: Callable[[tuple[Message, ...]], int],
-        at_least: int,
-    ) -> int:
-        """The smallest cut under the post-compaction target, else the trigger, else the window.
-
-        Headroom is a preference (it keeps the next turns from truncating again); the
-        window is the law, and only failing that fails the run. The window is the
-        profile's, or the smaller one the provider revealed ("... > M maximum"). A cut of
-        at least ``at_least`` is preferred; when only the last group is left, it is all
-        there is to send.
-        """
-        window = window_of(call, self.profile)
-        target = min(int(window * self.profile.target_frac), self.profile.trigger_tokens)
-        for limit in (target, self.profile.trigger_tokens, window):
-            for minimum in dict.fromkeys((at_least, 0)):
-                with contextlib.suppress(CannotFitError):
-                    return drop_oldest_groups(
-                        body, head=head, measure=measure, limit=limit, min_keep_from=minimum
-                    )
-        try:
-            return drop_oldest_groups(body, head=head, measure=measure, limit=window)
-        except CannotFitError as exc:
-            raise CannotFitError(
-                f"session {call.session_id} turn {call.turn}: even the newest tool group "
-                f"alone needs about {exc.tokens} tokens, over the model's window of {window}; "
-                "give the model a larger window (HANGO_MODEL_PROFILES) or shorten large tool "
-                "results when they are produced (HANGO_TOOL_RESULT_OFFLOAD_TOKENS)",
-                tokens=exc.tokens,
-                limit=window,
-            ) from None
-
-    def _commit(
-        self, call: ModelCall, record: CompactionRecord, after: int | None = None
-    ) -> ModelCall:
-        if after is None:
-            after = self.figure.measure(call, record)
-        record = record.model_copy(update={"tokens_after": after})
-        call.state.record(record)
-        call.state.measured(after)
-        # The one structured INFO line per compaction comes from the telemetry observer
-        # (logger ``hango.compaction``), which every agent built by the factory has.
-        log.debug(
-            "compacted session=%s turn=%d reason=%s tokens_before=%d tokens_after=%d "
-            "messages_evicted=%d offload_path=%s",
-            call.session_id,
-            call.turn,
-            record.reason,
-            record.tokens_before,
-            record.tokens_after,
-            record.evicted_messages,
-            record.offload_path,
-        )
-        self.observer.compacted(call.session_id, record)
-        return call
-
-    def _offload(self, call: ModelCall, evicted: tuple[StoredMessage, ...]) -> str | None:
-        return self._offload_job(
-            OffloadJob(
-                session_id=call.session_id,
-                turn=call.turn,
-                from_seq=evicted[0].seq,
-                to_seq=evicted[-1].seq,
-                evicted=evicted,
-            )
-        )
-
-    def _offload_job(self, job: OffloadJob) -> str | None:
-        try:
-            return self.offloader.offload(job)
-        except Exception:
-            # Invariant: nothing leaves the request that was not offloaded.
-            log.exception(
-                "session %s turn %d: history offload failed; keeping the messages",
-                job.session_id,
-                job.turn,
-            )
-            return None

@@ -1,10 +1,12 @@
 """Pre-summarization: the summary a compaction at the trigger needs, dispatched earlier.
 
-Past the watermark (``presummarize_frac`` of the window), with no compaction due, the
-range a compaction at the trigger would evict is offloaded and then summarized on a small
-shared thread pool, without waiting (at most one per session). At the trigger, a
-pre-summary whose range is still a prefix of what must be evicted, over the very same
-messages and the same previous summary, is installed at once.
+When the pacer says one is due (``pacing.py``), with no compaction due, the range a
+compaction at the trigger is projected to evict is summarized on a small shared thread
+pool, without waiting (at most one per session in flight). A ready one that will not fit
+at the trigger is extended: the next job summarizes only the messages past it, on top of
+its text, and the ready one stays the fallback until the extension is ready. Nothing is
+offloaded here: the range goes to the history file when a compaction installs it, so a
+replaced pre-summary writes nothing and each evicted message is written once.
 
 Whether a ready pre-summary still holds is checked on every call in the band, in O(1):
 by the identity of its range's stored objects, the fingerprint made at dispatch compared
@@ -21,12 +23,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from hango.compaction.jobs import OffloadJob, SummaryJob, SummaryResult, range_fingerprint
+from hango.compaction.jobs import SummaryJob, SummaryResult, range_fingerprint
+from hango.compaction.pace import outgrows
 from hango.compaction.record import PendingSummary
-from hango.core.messages import StoredMessage
+from hango.core.messages import StoredMessage, Usage
 from hango.core.profiles import ModelProfile
 from hango.middleware.base import ModelCall
 from hango.middleware.evicted import seq_at, stored_before
+from hango.middleware.pacing import Pacer
 from hango.tokens.base import Estimator
 from hango.tokens.measure import RequestEstimate
 
@@ -35,27 +39,35 @@ log = logging.getLogger("hango.middleware.summarization")
 
 # Pre-summaries of all sessions share these threads; each session has at most one in flight.
 PRESUMMARY_THREADS = 4
-# A ready pre-summary is replaced once what it keeps reaches this share of the target: the
-# trigger's request would be larger still by the time it comes.
-OUTGROWN_AT = 0.75
 
 
 @dataclass(frozen=True)
 class Presummary:
-    """A pre-summary in flight in this process: what it covers and its two results."""
+    """A pre-summary in flight in this process: what it covers and its result."""
 
     pending: PendingSummary
-    # (offload path, summary): the offload first, as at the trigger; no summary without it.
-    work: Future[tuple[str | None, SummaryResult | None]]
+    # The summary and when it was ready, on the pacer's clock.
+    work: Future[tuple[SummaryResult, float]]
     # The first and last stored messages of the range, the very objects it was made from,
     # and how many it holds: what makes its validity an O(1) check (see still_valid).
     first: StoredMessage
     last: StoredMessage
     count: int
+    # When it was dispatched, on the pacer's clock.
+    started: float
+    # The ready pre-summary this one extends: installed instead at a trigger that comes
+    # before this one is ready, when it fits (never a chain: its own is dropped).
+    fallback: Presummary | None = None
+
+    def candidates(self, pacer: Pacer) -> tuple[Presummary, ...]:
+        """What to try at the trigger, in order: what is ready first, then what is not."""
+        if self.fallback is None or pacer.is_ready(self.started, self.work):
+            return (self,)
+        return (self.fallback, self)
 
 
-# What a pre-summary's thread does: the offload, then (only if it succeeded) the summary.
-Work = Callable[[OffloadJob, SummaryJob], tuple[str | None, SummaryResult | None]]
+# What a pre-summary's thread does: the summary (the middleware's, with its fallback).
+Work = Callable[[SummaryJob], SummaryResult]
 
 
 class Presummaries:
@@ -68,34 +80,43 @@ class Presummaries:
         estimator: Estimator,
         estimate: RequestEstimate,
         work: Work,
+        pacer: Pacer,
     ) -> None:
         self.profile = profile
         self.estimator = estimator
         self.estimate = estimate
         self._work = work
+        self.pacer = pacer
         self.items: dict[str, Presummary] = {}
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
 
-    def dispatch(self, call: ModelCall, tokens: int, boundary: Callable[[], int | None]) -> None:
+    def dispatch(self, call: ModelCall, tokens: int, boundary: Callable[[int], int | None]) -> None:
         """Dispatch, without waiting, what a compaction at the trigger will need.
 
-        The range is the one the trigger's boundary would evict now (tool groups kept
-        whole, anchored by sequence numbers); at the trigger more messages exist, so the
+        The range is the one the trigger's boundary is projected to evict (tool groups
+        kept whole, anchored by sequence numbers, the messages still to come counted in
+        its keep share: ``boundary(ahead)``); at the trigger more messages exist, so the
         trigger's range starts with this one. Nothing is dispatched while a pre-summary of
-        the session is still usable.
+        the session is in flight, or is ready and projected to fit; a ready one that will
+        not is extended.
         """
         with self._lock:
             current = self.items.get(call.session_id)
         usable = current is not None and self.still_valid(call, current)
         if usable and current is not None and not self._outgrown(call, current, tokens):
             return
-        at = boundary()
-        if at is None:
-            return
-        evicted = stored_before(call, seq_at(call, at))
-        if not evicted:
-            return
+        trigger = self.profile.trigger_tokens
+        at = boundary(self.pacer.messages_ahead(call.session_id, tokens, trigger))
+        evicted = () if at is None else stored_before(call, seq_at(call, at))
+        extended = current if usable else None
+        if not evicted or (extended and evicted[-1].seq <= extended.pending.to_seq):
+            return  # nothing, or nothing more than the pre-summary it would replace covers
+        self._start(call, evicted, extended)
+
+    def _start(
+        self, call: ModelCall, evicted: tuple[StoredMessage, ...], extended: Presummary | None
+    ) -> None:
         previous = call.state.state.latest
         pending = PendingSummary(
             turn=call.turn,
@@ -104,51 +125,48 @@ class Presummaries:
             fingerprint=range_fingerprint(evicted),
             basis=previous.kept_from_seq if previous else None,
         )
-        summary_job = SummaryJob(
-            session_id=call.session_id,
-            turn=call.turn,
-            from_seq=pending.from_seq,
-            to_seq=pending.to_seq,
-            previous_summary=previous.summary if previous else None,
-            evicted=evicted,
-            model=self.profile.summarizer_model or call.request.model,
-        )
-        offload_job = OffloadJob(
-            session_id=call.session_id,
-            turn=call.turn,
-            from_seq=pending.from_seq,
-            to_seq=pending.to_seq,
-            evicted=evicted,
-        )
+        job = _job(call, evicted, extended, self.profile)
         # The dispatching turn's context (its trace span) goes along to the pool's thread.
         context = contextvars.copy_context()
-        work = self._threads().submit(context.run, self._work, offload_job, summary_job)
-        started = Presummary(
-            pending=pending, work=work, first=evicted[0], last=evicted[-1], count=len(evicted)
+        started = self.pacer.clock()
+        carried = None if extended is None else extended.work.result()[0].usage
+        work = self._threads().submit(context.run, self._summary, job, started, carried)
+        fallback = None if extended is None else dataclasses.replace(extended, fallback=None)
+        presummary = Presummary(
+            pending, work, evicted[0], evicted[-1], len(evicted), started, fallback
         )
         with self._lock:
-            self.items[call.session_id] = started
+            self.items[call.session_id] = presummary
         call.state.presummarize(pending)
         log.info(
             "session %s turn %d: pre-summarizing messages %d-%d",
             call.session_id,
             call.turn,
-            pending.from_seq,
-            pending.to_seq,
+            job.from_seq,
+            job.to_seq,
         )
 
-    def _outgrown(self, call: ModelCall, current: Presummary, tokens: int) -> bool:
-        """Whether a ready pre-summary would no longer bring the request under the target.
+    def _summary(
+        self, job: SummaryJob, started: float, carried: Usage | None
+    ) -> tuple[SummaryResult, float]:
+        """The summary, with the usage of the pre-summaries it extends (``carried``): the
+        record of the compaction that installs it accounts for the whole chain."""
+        result = self._work(job)
+        if carried is not None:
+            usage = carried if result.usage is None else carried.plus(result.usage)
+            result = result.model_copy(update={"usage": usage})
+        return result, self.pacer.ready_at(started)
 
-        Then a fresh one, over the longer prefix, replaces it: installing it at the trigger
-        would fail its fit check and the turn would wait for a summary after all. One in
-        flight is never replaced (at most one summarizer call per session at a time).
+    def _outgrown(self, call: ModelCall, current: Presummary, tokens: int) -> bool:
+        """Whether a ready pre-summary could no longer bring the request under the target.
+
+        Then it is extended over the longer prefix: installing it at the trigger would
+        fail its fit check and the turn would wait for a summary after all. One in flight
+        is never replaced (at most one summarizer call per session at a time).
         """
-        if not current.work.done():
+        if not self.pacer.is_ready(current.started, current.work):
             return False
-        path, result = current.work.result()
-        if path is None or result is None:
-            return True
+        result, _ = current.work.result()
         index = call.index_of(current.pending.to_seq + 1)
         if index is None:
             return True
@@ -157,8 +175,9 @@ class Presummaries:
         whole, before = self.estimate.split(call.request, index)
         scale = tokens / whole if whole > 0 else 1.0
         summary = self.estimator.estimate(result.text)
-        kept_tokens = (whole - before + summary) * scale
-        return kept_tokens > self.profile.target_tokens * OUTGROWN_AT
+        kept_tokens = round((whole - before + summary) * scale)
+        profile, growth = self.profile, self.pacer.growth(call.session_id)
+        return outgrows(kept_tokens, tokens, profile.trigger_tokens, profile.target_tokens, growth)
 
     def _threads(self) -> ThreadPoolExecutor:
         with self._lock:
@@ -199,29 +218,54 @@ class Presummaries:
             if self.items.get(session_id) is ready:
                 self.items[session_id] = pinned
 
-    def take(
-        self, call: ModelCall, first_real: int, boundary: int
-    ) -> tuple[Presummary, int] | None:
-        """The session's pre-summary and the index it keeps from, if it can be installed
-        at a compaction that keeps from ``boundary`` (a cut after ``first_real``)."""
+    def take(self, call: ModelCall) -> tuple[Presummary, ...]:
+        """The session's pre-summaries to try at the trigger, in order (none pending after)."""
         with self._lock:
-            ready = self.items.pop(call.session_id, None)
-        if ready is None:
-            return None
-        pending = ready.pending
+            newest = self.items.pop(call.session_id, None)
+        if newest is None:
+            return ()
         call.state.presummarize(None)
+        return newest.candidates(self.pacer)
+
+    def index_to_install(
+        self, call: ModelCall, ready: Presummary, first_real: int, boundary: int
+    ) -> int | None:
+        """The index ``ready`` keeps from, if it can be installed at a compaction that
+        keeps from ``boundary`` (a cut after ``first_real``)."""
+        pending = ready.pending
         index = call.index_of(pending.to_seq + 1)
-        usable = (
-            index is not None and first_real < index <= boundary and self.still_valid(call, ready)
+        if index is not None and first_real < index <= boundary and self.still_valid(call, ready):
+            return index
+        log.info(
+            "session %s turn %d: the pre-summary of messages %d-%d no longer matches; "
+            "summarizing now",
+            call.session_id,
+            call.turn,
+            pending.from_seq,
+            pending.to_seq,
         )
-        if not usable or index is None:
-            log.info(
-                "session %s turn %d: the pre-summary of messages %d-%d no longer matches; "
-                "summarizing now",
-                call.session_id,
-                call.turn,
-                pending.from_seq,
-                pending.to_seq,
-            )
-            return None
-        return ready, index
+        return None
+
+
+def _job(
+    call: ModelCall,
+    evicted: tuple[StoredMessage, ...],
+    extended: Presummary | None,
+    profile: ModelProfile,
+) -> SummaryJob:
+    """The job of a pre-summary: its whole range on top of the last record's summary, or,
+    extending a ready one, only the messages past it on top of that one's text."""
+    previous = call.state.state.latest
+    base = previous.summary if previous else None
+    if extended is not None:
+        base = extended.work.result()[0].text
+        evicted = tuple(m for m in evicted if m.seq > extended.pending.to_seq)
+    return SummaryJob(
+        session_id=call.session_id,
+        turn=call.turn,
+        from_seq=evicted[0].seq,
+        to_seq=evicted[-1].seq,
+        previous_summary=base,
+        evicted=evicted,
+        model=profile.summarizer_model or call.request.model,
+    )

@@ -8,12 +8,14 @@ it evicts the oldest atomic tool groups: first offloads them to the history file
 private state. A request that fails validation is never sent: the compaction is abandoned
 and mechanical truncation is used instead.
 
-Ahead of the trigger, past the watermark (``presummarize_frac`` of the window), the summary
-and the offload of the range a compaction at the trigger would evict are dispatched on a
-background thread without waiting (one per session). At the trigger, a pre-summary whose
-range is still a prefix of what must be evicted, over the very same messages and the same
-previous summary, is installed at once: the messages appended since stay verbatim when the
-result fits under the post-compaction target; otherwise the normal path runs.
+Ahead of the trigger, the summary of the range a compaction at the trigger is projected to
+evict is dispatched on a background thread without waiting (one per session): never below
+the floor (``presummarize_frac`` of the window), past it when the session's pace says a
+summary started a call later could be late for the trigger (``pacing.py``). At the
+trigger, a pre-summary whose range is still a prefix of what must be evicted, over the very
+same messages and the same previous summary, is installed at once (its range offloaded
+then): the messages appended since stay verbatim when the result fits; otherwise the
+normal path runs.
 
 The stored messages are never touched; only the copy on its way to the provider changes.
 
@@ -25,16 +27,11 @@ evict (``evicted.py``); this module decides when each runs.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 from hango.compaction.boundary import keep_boundary
-from hango.compaction.jobs import (
-    HistoryOffloader,
-    OffloadJob,
-    Summarizer,
-    SummaryJob,
-    SummaryResult,
-)
+from hango.compaction.jobs import HistoryOffloader, Summarizer
 from hango.compaction.record import CompactionReason
 from hango.compaction.validate import Violation, validate_messages
 from hango.core.messages import Message, Response
@@ -42,6 +39,7 @@ from hango.core.profiles import ModelProfile
 from hango.middleware.base import Handler, ModelCall, PassThrough
 from hango.middleware.compacting import Compacting, Plan
 from hango.middleware.observer import LoopObserver, NullObserver
+from hango.middleware.pacing import Clock, Pacer
 from hango.middleware.presummary import Presummaries
 from hango.middleware.token_figure import TokenFigure
 from hango.providers.base import Provider
@@ -64,10 +62,21 @@ class SummarizationMiddleware(Compacting, PassThrough):
         validator: Callable[[Sequence[Message]], list[Violation]] = validate_messages,
         count_band: float = 0.10,
         presummarize_frac: float | None = None,
+        presummarize_pace: bool = True,
+        clock: Clock = time.monotonic,
+        summary_seconds: float | None = None,
     ) -> None:
         self.profile = profile
         self.estimator = estimator
-        self.summarizer = summarizer
+        self.watermark = _watermark(profile, presummarize_frac)
+        self.pacer = Pacer(
+            watermark=self.watermark,
+            adaptive=presummarize_pace,
+            clock=clock,
+            summary_seconds=summary_seconds,
+        )
+        # Timed: each summary's latency, per summarizer model, feeds the pace's start rule.
+        self.summarizer = self.pacer.timing(summarizer)
         self.offloader = offloader
         self.observer = observer or NullObserver()
         self.validator = validator
@@ -79,21 +88,23 @@ class SummarizationMiddleware(Compacting, PassThrough):
             observer=self.observer,
             count_band=count_band,
         )
-        self.watermark = _watermark(profile, presummarize_frac)
         self.presummaries = Presummaries(
             profile=profile,
             estimator=estimator,
             estimate=self.figure.estimate,
-            work=self._offload_then_summarize,
+            work=self._summary,
+            pacer=self.pacer,
         )
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:
         tokens = self.figure.measure(call)
         call.state.measured(tokens)
         reason = self._reason(call, tokens)
-        if reason is None and self.watermark is not None and tokens > self.watermark:
-            self.presummaries.dispatch(call, tokens, lambda: self._boundary_of(call))
+        self.pacer.observe(call.session_id, tokens)
+        if reason is None and self._presummary_due(call, tokens):
+            self.presummaries.dispatch(call, tokens, lambda ahead: self._boundary_of(call, ahead))
         outgoing = call if reason is None else self._compacted(call, reason, tokens)
+        self.pacer.sent(call.session_id, outgoing.state.input_tokens)
         response = call_next(outgoing)
         self.figure.learn(outgoing, response)
         return response
@@ -144,7 +155,7 @@ class SummarizationMiddleware(Compacting, PassThrough):
             return self._truncate(call, tokens) if reason == "overflow" else call
         return self._summarize(call, reason, tokens, plan)
 
-    def _plan(self, call: ModelCall) -> Plan | None:
+    def _plan(self, call: ModelCall, ahead: int = 0) -> Plan | None:
         """The keep boundary: the raw keep window moved back to a group start.
 
         The summary keeps at least ``keep_frac`` of the messages, as documented; it never
@@ -153,13 +164,15 @@ class SummarizationMiddleware(Compacting, PassThrough):
         rung that aims at the post-compaction target.
         """
         first_real = 1 if call.summary_message_present else 0
-        boundary = self._boundary(call.request.messages, first_real)
+        boundary = self._boundary(call.request.messages, first_real, ahead)
         if boundary is None:
             return None
         return Plan(boundary=boundary, first_real=first_real)
 
-    def _boundary(self, messages: Sequence[Message], first_real: int) -> int | None:
-        keep = self.profile.keep_count(len(messages) - first_real)
+    def _boundary(self, messages: Sequence[Message], first_real: int, ahead: int = 0) -> int | None:
+        # ``ahead``: messages still to come before the cut (a pre-summary's plan for the
+        # trigger); the trigger keeps its share of them too, and they are all kept.
+        keep = max(0, self.profile.keep_count(len(messages) - first_real + ahead) - ahead)
         return keep_boundary(messages, keep, min_index=first_real + 1)
 
     def can_evict(self, messages: Sequence[Message], *, head_present: bool) -> bool:
@@ -170,16 +183,13 @@ class SummarizationMiddleware(Compacting, PassThrough):
         """
         return self._boundary(messages, 1 if head_present else 0) is not None
 
-    def _boundary_of(self, call: ModelCall) -> int | None:
-        plan = self._plan(call)
+    def _boundary_of(self, call: ModelCall, ahead: int) -> int | None:
+        plan = self._plan(call, ahead)
         return None if plan is None else plan.boundary
 
-    def _offload_then_summarize(
-        self, offload: OffloadJob, summary: SummaryJob
-    ) -> tuple[str | None, SummaryResult | None]:
-        """A pre-summary's work: the offload first, as at the trigger; no summary without it."""
-        path = self._offload_job(offload)
-        return (path, None) if path is None else (path, self._summary(summary))
+    def _presummary_due(self, call: ModelCall, tokens: int) -> bool:
+        summarizer = self.profile.summarizer_model or call.request.model
+        return self.pacer.due(call.session_id, tokens, self.profile.trigger_tokens, summarizer)
 
 
 def _watermark(profile: ModelProfile, frac: float | None) -> int | None:

@@ -9,9 +9,10 @@ provider and the pretend shell as an extra tool. ``Simulation.run`` plays the tu
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hango.agent.loop import TurnResult
 from hango.compaction.record import CompactionRecord
@@ -131,12 +132,14 @@ def build_simulation(
     session_id: str | None = None,
     observers: Sequence[LoopObserver] = (),
     model: ScriptedCodingModel | None = None,
+    pacing: Mapping[str, Any] | None = None,
 ) -> Simulation:
     """The agent for a simulated session, wired as a deployment's.
 
     ``provider`` answers the agent (the scripted model, possibly wrapped for telemetry,
     or a real provider) and, unless ``summarizer_provider`` is given, the summarizer too:
-    the summary goes through the same provider path as in a deployment.
+    the summary goes through the same provider path as in a deployment. ``pacing``
+    (``clock``, ``summary_seconds``) puts the pre-summaries on a simulated clock.
     """
     sid = validate_session_id(session_id) if session_id else new_session_id(seed)
     store = open_store(settings)
@@ -150,6 +153,7 @@ def build_simulation(
         extra_tools=(PretendShell(history, seed).tool(),),
         store=store,
         history=history,
+        **(pacing or {}),
     )
     return Simulation(
         agent=agent, user=ScriptedUser(seed), session_id=sid, model=model, history=configured

@@ -8,6 +8,7 @@ falling back to the in-process path when the queue does not answer.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from hango.middleware.base import Middleware
 from hango.middleware.chain import build_chain
 from hango.middleware.filesystem import FilesystemMiddleware
 from hango.middleware.observer import LoopObserver, Observers
+from hango.middleware.pacing import Clock
 from hango.middleware.prompt_cache import CachePolicy, PromptCacheMiddleware
 from hango.middleware.summarization import SummarizationMiddleware
 from hango.middleware.tool_args import ToolArgTruncationMiddleware
@@ -67,6 +69,8 @@ def build_agent(
     late: Sequence[Middleware] = (),
     telemetry: Telemetry | None = None,
     estimator: Estimator | None = None,
+    clock: Clock = time.monotonic,
+    summary_seconds: float | None = None,
 ) -> Agent:
     """The agent for ``settings``; every port can be replaced by an argument.
 
@@ -76,6 +80,8 @@ def build_agent(
     metrics with ``hango.call.purpose`` chat / summarize, on ``telemetry`` or the global
     OpenTelemetry providers), so a library user gets the summarizer's usage apart from
     the agent's without the CLI; a provider passed in already instrumented is kept.
+    ``clock`` and ``summary_seconds`` pace the pre-summaries on a simulated clock
+    (``hango replay``: the recorded times and a summarizer latency; see middleware/pacing).
     """
     # The provider first: a missing API key fails here, before anything is stored.
     provider = provider or _anthropic(settings)
@@ -111,6 +117,9 @@ def build_agent(
         count_timeout=settings.count_tokens_timeout,
         count_band=settings.count_tokens_band,
         presummarize_frac=settings.context_presummarize_frac,
+        presummarize_pace=settings.context_presummarize_pace,
+        clock=clock,
+        summary_seconds=summary_seconds,
         summarizer=summarizer,
         offloader=offloader,
         observer=observer,

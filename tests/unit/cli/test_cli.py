@@ -96,7 +96,9 @@ def simulated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Simulated]:
         patch.setenv("HANGO_MODEL", "cli-test-model")
         patch.delenv("HANGO_REDIS_URL", raising=False)
         code = main(
-            ["simulate", "--turns", "6", "--max-input-tokens", "9000", "--seed", "3", "--json",
+            # 9,500: at 9,000 seed 3's ~8,800-token tool round of turn 5 sits on the window's
+            # edge, where a few tokens of summary decide between a truncation and a failure.
+            ["simulate", "--turns", "6", "--max-input-tokens", "9500", "--seed", "3", "--json",
              "--database-url", url, "--history-root", str(history)]
         )  # fmt: skip
         out, err = capture.read()
@@ -162,7 +164,7 @@ def test_simulate_json_reports_compactions_counters_and_history(simulated: Simul
     for key, kind in SIMULATE_KEYS.items():
         assert isinstance(report[key], kind), key
     assert report["turns"] == 6 and report["model"] == "cli-test-model"
-    assert report["compactions"], "a 9k window compacts within six turns"
+    assert report["compactions"], "a 9.5k window compacts within six turns"
     assert all(set(record) == COMPACTION_KEYS for record in report["compactions"])
     assert sum(report["compactions_by_reason"].values()) == len(report["compactions"])
     assert report["session_counters"]["compactions"] == len(report["compactions"])
@@ -176,7 +178,7 @@ def test_simulate_json_reports_compactions_counters_and_history(simulated: Simul
         "fallback_reasons": {},
     }
     assert report["truncated_tool_args"] > 0
-    assert report["input_tokens_sent"]["max"] <= 9000
+    assert report["input_tokens_sent"]["max"] <= 9500  # the window
     assert Path(report["history_file"]).is_file()
     # progress is on stderr, one plain line per turn when stderr is not a terminal
     assert [
@@ -189,7 +191,7 @@ def test_simulate_prices_the_agent_and_the_summarizer_apart(
 ) -> None:
     monkeypatch.setenv("HANGO_MODEL", "claude-sonnet-4-5")
     monkeypatch.setenv("HANGO_SUMMARIZER_MODEL", "claude-haiku-4-5")
-    flags = ["--turns", "5", "--max-input-tokens", "9000", "--seed", "3",
+    flags = ["--turns", "5", "--max-input-tokens", "9500", "--seed", "3",
              "--history-root", str(tmp_path / "hist")]  # fmt: skip
     ran = hango(capsys, "simulate", *flags, "--database-url", f"sqlite:///{tmp_path / 'j.db'}",
                 "--json")  # fmt: skip
@@ -249,7 +251,7 @@ def test_simulate_reports_the_pre_summaries_installed_at_the_trigger(
     rate = report["presummary_hit_rate"]
     # A share of the compactions at the trigger (whether one fits depends on the script).
     assert rate is not None and 0 <= rate <= 1
-    assert rate * threshold == pytest.approx(round(rate * threshold))
+    assert rate * threshold == pytest.approx(round(rate * threshold), abs=0.01)  # 3 decimals
 
 
 def test_simulate_prints_tables_without_json(

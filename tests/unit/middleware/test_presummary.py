@@ -7,7 +7,11 @@ offload writes the real history file; the summarizer records the ranges it was a
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import re
 import threading
+import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -74,21 +78,34 @@ def until_compacted(agent: Any, provider: Any, session: str = "s", limit: int = 
     raise AssertionError(f"no compaction in {limit} turns")
 
 
-def test_a_summary_dispatched_at_the_watermark_is_installed_at_the_trigger(
-    tmp_path: Path,
-) -> None:
+def text_of(job: SummaryJob) -> str:
+    return f"summary of {job.from_seq}-{job.to_seq} asked in turn {job.turn}"
+
+
+def history_seqs(agent: Any, session: str = "s") -> list[int]:
+    text = agent.history.read(f"/conversation_history/{session}.md")
+    return [int(seq) for seq in re.findall(r"^### Message (\d+) ", text, re.MULTILINE)]
+
+
+def test_pre_summaries_dispatched_ahead_are_installed_at_the_trigger(tmp_path: Path) -> None:
     agent, provider, ports, waits = agent_with_ports(tmp_path)
 
     result = until_compacted(agent, provider)
 
     record = result.compactions[0]
-    assert len(ports.jobs) == 1, "the trigger asked the summarizer a second time"
-    early = ports.jobs[0]
-    assert early.turn < record.at_turn  # dispatched by an earlier turn, at the watermark
-    expected = f"summary of {early.from_seq}-{early.to_seq} asked in turn {early.turn}"
-    assert record.summary == expected
-    assert record.kept_from_seq == early.to_seq + 1  # what came since is kept verbatim
-    assert ports.offloads == [(early.from_seq, early.to_seq)]  # offloaded before eviction
+    assert ports.jobs, "nothing was dispatched ahead"
+    assert all(job.turn < record.at_turn for job in ports.jobs), "the trigger summarized"
+    last = ports.jobs[-1]
+    assert record.summary == text_of(last)
+    assert record.kept_from_seq == last.to_seq + 1  # what came since is kept verbatim
+    # A later one extends the one before: only the messages past it, on top of its text.
+    for before, after in itertools.pairwise(ports.jobs):
+        assert after.from_seq == before.to_seq + 1
+        assert after.previous_summary == text_of(before)
+    # Offloaded once, when evicted, under the turn that evicted it: nothing of the
+    # pre-summaries it extended reached the history file.
+    assert ports.offloads == [(1, last.to_seq)]
+    assert history_seqs(agent) == list(range(1, last.to_seq + 1))
     assert waits.waits == [True]
     found = next(m for m in agent.loop.chain if isinstance(m, SummarizationMiddleware))
     assert record.tokens_after <= found.profile.target_tokens  # it fit, or it was not used
@@ -97,6 +114,35 @@ def test_a_summary_dispatched_at_the_watermark_is_installed_at_the_trigger(
     sent = provider.requests[-1].messages
     assert record.summary in str(sent[0].content)
     assert "key-0000" not in str(sent[1:])  # the summarized facts left the request
+
+
+def test_a_ready_pre_summary_is_installed_while_the_one_extending_it_is_in_flight(
+    tmp_path: Path,
+) -> None:
+    # A roomy target: the first pre-summary still fits when the trigger comes.
+    agent, provider, ports, waits = agent_with_ports(tmp_path, context_target_frac=0.8)
+    found = next(m for m in agent.loop.chain if isinstance(m, SummarizationMiddleware))
+    for i in range(40):
+        provider.push(text_reply(f"ok {i}"))
+        agent.loop.run_turn("s", FACT.format(i=i))
+        if "s" in found.presummaries.items:
+            break
+    ready = found.presummaries.items["s"]
+    assert ready.work.done()
+    slow: Future[tuple[SummaryResult, float]] = Future()
+    late = SummaryResult(text="the late extension", summarizer="test")
+    threading.Timer(5.0, slow.set_result, ((late, 0.0),)).start()
+    found.presummaries.items["s"] = dataclasses.replace(ready, work=slow, fallback=ready)
+
+    started = time.monotonic()
+    result = until_compacted(agent, provider)
+
+    record = result.compactions[0]
+    assert time.monotonic() - started < 4.0, "the trigger waited for the extension"
+    assert record.summary == text_of(ports.jobs[0])
+    assert record.kept_from_seq == ready.pending.to_seq + 1
+    assert waits.waits == [True]
+    assert history_seqs(agent) == list(range(1, ready.pending.to_seq + 1))
 
 
 def test_a_pre_summary_over_other_messages_is_replaced_not_used(tmp_path: Path) -> None:
@@ -121,10 +167,11 @@ def test_a_pre_summary_over_other_messages_is_replaced_not_used(tmp_path: Path) 
     result = until_compacted(agent, provider)
 
     record = result.compactions[0]
-    stale, fresh = ports.jobs  # the stale one was replaced, never installed
-    assert (
-        record.summary == f"summary of {fresh.from_seq}-{fresh.to_seq} asked in turn {fresh.turn}"
-    )
+    stale, fresh, *extensions = ports.jobs
+    assert fresh.from_seq == stale.from_seq  # started over, not extended
+    assert fresh.previous_summary is None
+    assert record.summary == text_of((fresh, *extensions)[-1])
+    assert all(job.previous_summary != text_of(stale) for job in ports.jobs)
     assert f"asked in turn {stale.turn}" not in str(provider.requests[-1].messages[0].content)
 
 
@@ -181,9 +228,16 @@ def test_other_objects_with_the_same_content_are_checked_once_then_pinned(
 
     result = until_compacted(agent, provider)
 
-    assert len(ports.jobs) == 1  # still valid: installed, not summarized again
-    assert result.compactions[0].kept_from_seq == early.pending.to_seq + 1
-    assert made == [early.count]  # compared by content once; the match pinned the objects
+    # Still valid: installed, or extended on top of its text, never summarized again.
+    first, *extensions = ports.jobs
+    assert (first.from_seq, first.to_seq) == (early.pending.from_seq, early.pending.to_seq)
+    for before, after in itertools.pairwise(ports.jobs):
+        assert after.from_seq == before.to_seq + 1
+        assert after.previous_summary == text_of(before)
+    assert result.compactions[0].kept_from_seq == ports.jobs[-1].to_seq + 1
+    # Compared by content once (the match pinned the objects); then one fingerprint per
+    # extension dispatched, over its whole range, none per check.
+    assert made == [early.count, *(job.to_seq for job in extensions)]
 
 
 def test_the_watermark_is_off_at_or_above_the_trigger(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from hango.middleware.base import Assembly, PassThrough
 from hango.middleware.observer import NullObserver
 from hango.middleware.summarization import SummarizationMiddleware
 from hango.providers.scripted import ScriptedCounter, ScriptedProvider, text_reply, tool_reply
+from hango.summarizers.llm import LLMSummarizer
 from hango.summarizers.offload import InlineOffloader
 from tests.agent_support import build, make_settings
 
@@ -68,8 +69,13 @@ def test_under_the_trigger_nothing_changes(tmp_path: Path) -> None:
     assert agent.store.session("s").compactions == 0  # type: ignore[union-attr]
 
 
+# The trigger's own path: pre-summaries (made ahead, offloaded when installed) are off;
+# tests/unit/middleware/test_presummary.py covers them.
+AT_THE_TRIGGER = {"context_presummarize_frac": 1}
+
+
 def test_offload_comes_before_the_summary_and_the_head_names_the_file(tmp_path: Path) -> None:
-    agent, provider = build(tmp_path)
+    agent, provider = build(tmp_path, **AT_THE_TRIGGER)
     ports = Recording(InlineOffloader(agent.history))
     middleware(agent).offloader = ports
     middleware(agent).summarizer = ports
@@ -82,7 +88,7 @@ def test_offload_comes_before_the_summary_and_the_head_names_the_file(tmp_path: 
 
 
 def test_a_failed_offload_keeps_every_message(tmp_path: Path) -> None:
-    agent, provider = build(tmp_path)
+    agent, provider = build(tmp_path, **AT_THE_TRIGGER)
     ports = Recording(InlineOffloader(agent.history), fail_offload=True)
     middleware(agent).offloader = ports
     middleware(agent).summarizer = ports
@@ -115,9 +121,7 @@ def test_truncation_past_a_failed_offload_says_where_the_messages_are(tmp_path: 
 def test_a_failing_summarizer_falls_back_to_the_extractive_summary(tmp_path: Path) -> None:
     agent, provider = build(tmp_path)
     broken = ScriptedProvider(fallback=lambda r: (_ for _ in ()).throw(ProviderError("503")))
-    middleware(agent).summarizer = type(middleware(agent).summarizer)(
-        broken, fallback=ExtractiveSummarizer()
-    )
+    middleware(agent).summarizer = LLMSummarizer(broken, fallback=ExtractiveSummarizer())
     records = [c for r in chat(agent, provider, "s", 14) for c in r.compactions]
     assert records[0].summarizer == "extractive"
     assert records[0].fallback_reason is not None and "provider error" in records[0].fallback_reason
@@ -151,7 +155,7 @@ def test_an_invalid_compaction_is_abandoned_for_mechanical_truncation(tmp_path: 
 
 
 def test_one_summary_per_turn_even_with_several_model_calls(tmp_path: Path) -> None:
-    agent, provider = build(tmp_path)
+    agent, provider = build(tmp_path, **AT_THE_TRIGGER)
     ports = Recording(InlineOffloader(agent.history))
     middleware(agent).offloader = ports
     middleware(agent).summarizer = ports

@@ -1,0 +1,156 @@
+"""When to start a pre-summary: the session's own pace against the summarizer's latency.
+
+A pre-summary must be ready when the request first goes over the trigger, and should
+start as late as that allows: one started earlier covers fewer messages and leaves more
+verbatim. Three figures decide it, all learned as the session goes:
+
+- **growth per model call**: how many tokens one round (an answer and its tool results)
+  adds to the request. Rounds mix small and very large ones (a 20-40 KB tool result is
+  common), so a high quantile of the recent rounds stands for the next one, not the mean.
+- **time between calls**: a low quantile of the recent intervals (the trigger comes
+  sooner when the calls are quick; a pause of the user's does not make it later).
+- **the summarizer's latency**: measured per summarizer (a high quantile of its recent
+  summaries), :data:`PRIOR_SUMMARY_SECONDS` before the first one.
+
+From these :func:`start_now` answers the one question: if the summary were started at
+the next call instead of now, could the trigger be reached before it is ready? Pure: the
+caller supplies the clock's readings and keeps one :class:`SessionPace` per session.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+# How many recent rounds, intervals and summaries each estimate looks at.
+RECENT = 20
+GROWTH_QUANTILE = 1.0
+INTERVAL_QUANTILE = 0.25
+LATENCY_QUANTILE = 0.9
+# Before a summarizer's first summary: about an LLM summary of tens of thousands of tokens.
+PRIOR_SUMMARY_SECONDS = 10.0
+# Latency estimates are stretched by this much: a summary slower than the recent ones
+# should still be ready, and one call too early costs little coverage.
+LATENCY_MARGIN = 1.5
+# One round larger than the quantile brings the trigger a call sooner: start one call
+# before the projection alone would.
+SLACK_CALLS = 1
+# A model call adds two messages: the answer and the tool results (or the next request).
+MESSAGES_PER_CALL = 2
+
+
+def quantile(values: Iterable[float], q: float) -> float | None:
+    """The nearest-rank ``q`` quantile (0-1) of ``values``; ``None`` when there are none."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    rank = max(0, math.ceil(q * len(ordered)) - 1)
+    return ordered[rank]
+
+
+@dataclass
+class SessionPace:
+    """What one session's calls say about its pace: growth per call and time between calls."""
+
+    growth: deque[int] = field(default_factory=lambda: deque(maxlen=RECENT))
+    intervals: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT))
+    last_at: float | None = None
+    last_sent: int | None = None
+
+    def observe(self, now: float, tokens: int) -> None:
+        """A model call is being prepared at ``now`` with a request of ``tokens``."""
+        if self.last_sent is not None and tokens >= self.last_sent:
+            # A smaller request was shrunk by something else (a truncation step): no round.
+            self.growth.append(tokens - self.last_sent)
+        if self.last_at is not None:
+            self.intervals.append(max(0.0, now - self.last_at))
+        self.last_at = now
+        self.last_sent = tokens
+
+    def sent(self, tokens: int) -> None:
+        """The request actually sent had ``tokens`` (smaller after a compaction)."""
+        self.last_sent = tokens
+
+    def growth_per_call(self) -> int | None:
+        found = quantile(self.growth, GROWTH_QUANTILE)
+        return None if found is None else round(found)
+
+    def seconds_per_call(self) -> float | None:
+        return quantile(self.intervals, INTERVAL_QUANTILE)
+
+
+@dataclass
+class SummaryLatencies:
+    """The measured latency of each summarizer, by name (thread-safe enough: appends only)."""
+
+    recent: dict[str, deque[float]] = field(default_factory=dict)
+
+    def record(self, summarizer: str, seconds: float) -> None:
+        self.recent.setdefault(summarizer, deque(maxlen=RECENT)).append(max(0.0, seconds))
+
+    def expected(self, summarizer: str) -> float:
+        found = quantile(tuple(self.recent.get(summarizer, ())), LATENCY_QUANTILE)
+        return PRIOR_SUMMARY_SECONDS if found is None else found
+
+
+def calls_to_trigger(tokens: int, trigger: int, growth: int) -> int | None:
+    """How many calls after this one the request could first be over ``trigger``.
+
+    ``None`` when it cannot grow (no growth seen): there is no projection to act on.
+    """
+    if tokens > trigger:
+        return 0
+    if growth <= 0:
+        return None
+    return max(1, math.ceil((trigger + 1 - tokens) / growth))
+
+
+def latency_in_calls(latency: float, interval: float) -> float:
+    """How many calls a summary takes: ``inf`` when calls take no time and summaries do."""
+    if latency <= 0:
+        return 0.0
+    if interval <= 0:
+        return math.inf
+    return latency * LATENCY_MARGIN / interval
+
+
+def start_now(pace: SessionPace, tokens: int, trigger: int, latency: float) -> bool:
+    """Whether a pre-summary must start at this call to be ready by the trigger.
+
+    The trigger can come ``k`` calls from now; a summary started at the next call instead
+    would be ready one call plus its latency (in calls) from now. If that is later than
+    the trigger (less the slack), waiting a call would make the turn wait: start now. A
+    summary that takes no time starts :data:`SLACK_CALLS` + 1 calls before the trigger.
+    """
+    growth = pace.growth_per_call()
+    interval = pace.seconds_per_call()
+    if growth is None or interval is None:
+        return False
+    calls = calls_to_trigger(tokens, trigger, growth)
+    if calls is None:
+        return False
+    return calls - 1 - SLACK_CALLS <= latency_in_calls(latency, interval)
+
+
+def messages_ahead(pace: SessionPace, tokens: int, trigger: int) -> int:
+    """How many messages will surely be appended before the trigger (a lower bound).
+
+    A pre-summary may cover what a compaction at the trigger will evict, no more: the
+    trigger keeps a share of the messages it will have then. The fewest calls the high
+    growth quantile allows, less the slack, so the trigger never finds the pre-summary
+    covering messages it must keep.
+    """
+    growth = pace.growth_per_call()
+    calls = None if growth is None else calls_to_trigger(tokens, trigger, growth)
+    return max(0, (calls or 0) - SLACK_CALLS) * MESSAGES_PER_CALL
+
+
+def outgrows(kept_tokens: int, tokens: int, trigger: int, target: int, growth: int) -> bool:
+    """Whether what a ready pre-summary keeps could be over ``target`` at the trigger.
+
+    At the trigger the request has grown from ``tokens`` to as much as ``trigger + growth``
+    (the round that crosses it); everything it gained is kept beside the pre-summary's part.
+    """
+    return kept_tokens + max(0, trigger - tokens) + max(0, growth) > target

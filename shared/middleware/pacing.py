@@ -1,0 +1,126 @@
+"""The summarization middleware's pace keeping: when to start a pre-summary, and waits.
+
+:class:`Pacer` holds, per session, a :class:`~hango.compaction.pace.SessionPace` (growth
+per call, time between calls) and, per summarizer, its measured latencies, and reads a
+clock. Deployments read ``time.monotonic``; ``hango replay`` hands in the transcript's
+recorded times and a simulated summarizer latency, so what a pre-summary would have
+waited on the recorded pacing is computed on that clock (nothing sleeps).
+
+The start rule (``due``): never below the floor (``HANGO_CONTEXT_PRESUMMARIZE_FRAC`` of
+the window); past it, when the session's pace says a summary started one call later could
+be late for the trigger (:func:`~hango.compaction.pace.start_now`). With the pace off
+(``HANGO_CONTEXT_PRESUMMARIZE_PACE=false``) the floor is the fixed start, as before.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from hango.compaction.jobs import Summarizer, SummaryJob, SummaryResult
+from hango.compaction.pace import SessionPace, SummaryLatencies, messages_ahead, start_now
+from hango.core.identity import RecentlyUsed
+
+Clock = Callable[[], float]
+
+
+class Pacer:
+    def __init__(
+        self,
+        *,
+        watermark: int | None,
+        adaptive: bool = True,
+        clock: Clock = time.monotonic,
+        summary_seconds: float | None = None,
+    ) -> None:
+        # ``watermark``: the floor (adaptive) or the fixed start; ``None``: no pre-summaries.
+        self.watermark = watermark
+        self.adaptive = adaptive
+        self.clock = clock
+        # A simulated summarizer latency on ``clock`` (replay); ``None``: measured.
+        self.summary_seconds = summary_seconds
+        self.latencies = SummaryLatencies()
+        self._paces: RecentlyUsed[SessionPace] = RecentlyUsed()
+
+    def observe(self, session_id: str, tokens: int) -> None:
+        self._paces.get(session_id, SessionPace).observe(self.clock(), tokens)
+
+    def sent(self, session_id: str, tokens: int) -> None:
+        self._paces.get(session_id, SessionPace).sent(tokens)
+
+    def growth(self, session_id: str) -> int:
+        return self._paces.get(session_id, SessionPace).growth_per_call() or 0
+
+    def messages_ahead(self, session_id: str, tokens: int, trigger: int) -> int:
+        """Messages surely appended before the trigger (see ``pace.messages_ahead``)."""
+        if not self.adaptive:
+            return 0
+        return messages_ahead(self._paces.get(session_id, SessionPace), tokens, trigger)
+
+    def due(self, session_id: str, tokens: int, trigger: int, summarizer: str) -> bool:
+        """Whether a pre-summary should be running for this call's request."""
+        if self.watermark is None or tokens <= self.watermark:
+            return False
+        if not self.adaptive:
+            return True
+        pace = self._paces.get(session_id, SessionPace)
+        return start_now(pace, tokens, trigger, self.latencies.expected(summarizer))
+
+    def timing(self, summarizer: Summarizer) -> Summarizer:
+        """``summarizer``, its latency recorded under the job's model on every summary."""
+        return _Timed(summarizer, self)
+
+    def ready_at(self, started: float) -> float:
+        """On the clock: when a summary started at ``started`` and finished just now was ready."""
+        if self.summary_seconds is not None:
+            return started + self.summary_seconds
+        return self.clock()
+
+    def is_ready(self, started: float, work: Future[Any]) -> bool:
+        """Whether a summary started at ``started`` is ready now: on a simulated clock when
+        its latency has passed (the real work is then awaited, however long it takes on
+        this machine), so the same run makes the same decisions; else when it is done."""
+        if self.summary_seconds is None:
+            return work.done()
+        return self.clock() >= started + self.summary_seconds
+
+    def waited(self, seconds: float, ready_at: float | None = None, before: float = 0.0) -> float:
+        """What the turn waited at the trigger: ``seconds`` of real waiting, or on a
+        simulated clock the rest of the summary's latency (all of it, after ``before``
+        spent on a pre-summary that was not used, when the summary is made now)."""
+        if self.summary_seconds is None:
+            return seconds
+        if ready_at is None:
+            return before + self.summary_seconds
+        return max(0.0, ready_at - self.clock())
+
+
+class SteppedClock:
+    """A simulated clock: it moves only when told (``hango simulate``: by each model call's
+    scripted latency), so a seeded run paces its pre-summaries the same way every time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass(frozen=True)
+class _Timed:
+    inner: Summarizer
+    pacer: Pacer
+
+    def summarize(self, job: SummaryJob) -> SummaryResult:
+        began = time.monotonic()
+        result = self.inner.summarize(job)
+        took = time.monotonic() - began
+        simulated = self.pacer.summary_seconds
+        self.pacer.latencies.record(job.model, took if simulated is None else simulated)
+        return result

@@ -1,0 +1,103 @@
+"""The pre-summary start rule: the session's pace against the summarizer's latency."""
+
+from __future__ import annotations
+
+import pytest
+
+from hango.compaction.pace import (
+    MESSAGES_PER_CALL,
+    PRIOR_SUMMARY_SECONDS,
+    SLACK_CALLS,
+    SessionPace,
+    SummaryLatencies,
+    calls_to_trigger,
+    messages_ahead,
+    outgrows,
+    quantile,
+    start_now,
+)
+
+
+def paced(rounds: list[int], seconds: float, start: int = 1000) -> SessionPace:
+    """A session whose calls grew by ``rounds``, ``seconds`` apart."""
+    pace = SessionPace()
+    tokens, now = start, 0.0
+    pace.observe(now, tokens)
+    for grown in rounds:
+        tokens, now = tokens + grown, now + seconds
+        pace.observe(now, tokens)
+    return pace
+
+
+def test_quantile_is_nearest_rank_and_none_when_empty() -> None:
+    assert quantile([], 0.9) is None
+    assert quantile([5, 1, 3, 2, 4], 0.5) == 3
+    assert quantile(range(1, 21), 0.9) == 18
+
+
+def test_growth_is_the_largest_recent_round_until_it_leaves_the_window() -> None:
+    assert paced([100] * 19 + [5000], seconds=1.0).growth_per_call() == 5000
+    assert paced([5000] + [100] * 20, seconds=1.0).growth_per_call() == 100  # 21 rounds ago
+
+
+def test_a_compaction_is_not_a_round_and_a_shrunk_request_adds_no_growth() -> None:
+    pace = paced([500, 500], seconds=1.0)
+    pace.sent(300)  # compacted: the next round grows from what was sent
+    pace.observe(3.0, 800)
+    pace.observe(4.0, 700)  # smaller: a truncation step, not a round
+    assert list(pace.growth) == [500, 500, 500]
+
+
+def test_latency_is_measured_per_summarizer_with_a_prior() -> None:
+    latencies = SummaryLatencies()
+    assert latencies.expected("a") == PRIOR_SUMMARY_SECONDS
+    latencies.record("a", 2.0)
+    latencies.record("b", 9.0)
+    assert latencies.expected("a") == 2.0
+    assert latencies.expected("b") == 9.0
+
+
+def test_calls_to_trigger() -> None:
+    assert calls_to_trigger(1000, 2000, 0) is None
+    assert calls_to_trigger(1000, 2000, 500) == 3  # 1500, 2000, 2500 > 2000
+    assert calls_to_trigger(2500, 2000, 500) == 0
+
+
+@pytest.mark.parametrize(
+    ("latency", "tokens", "expected"),
+    [
+        # 1 s calls, 1000 tokens each, trigger at 10,000: the trigger can come 10 calls
+        # from 1000 tokens; a 2 s summary (3 s with the margin) need not start yet...
+        (2.0, 1000, False),
+        # ...but must start when a call later would be too late: from 6000 the trigger
+        # can come in 5 calls; started at the next call, ready 1 + 3 s from now (with
+        # the one call of slack, that is too late).
+        (2.0, 6000, True),
+        (2.0, 5000, False),
+        # A slow summarizer starts earlier.
+        (8.0, 1000, True),
+    ],
+)
+def test_start_now_only_when_a_call_later_would_be_late(
+    latency: float, tokens: int, expected: bool
+) -> None:
+    pace = paced([1000] * 5, seconds=1.0)
+    assert start_now(pace, tokens, 10_000, latency) is expected
+
+
+def test_no_projection_without_growth_or_time() -> None:
+    assert start_now(SessionPace(), 9000, 10_000, 5.0) is False
+    assert start_now(paced([0, 0], seconds=1.0), 9000, 10_000, 5.0) is False
+
+
+def test_messages_ahead_is_a_lower_bound_less_the_slack() -> None:
+    pace = paced([1000] * 5, seconds=1.0)
+    calls = calls_to_trigger(6000, 10_000, 1000)
+    assert calls == 5
+    assert messages_ahead(pace, 6000, 10_000) == (calls - SLACK_CALLS) * MESSAGES_PER_CALL
+    assert messages_ahead(SessionPace(), 6000, 10_000) == 0
+
+
+def test_outgrows_counts_the_growth_to_the_trigger_and_the_crossing_round() -> None:
+    assert not outgrows(3000, 8000, 10_000, 6000, 1000)  # 3000 + 2000 + 1000
+    assert outgrows(3001, 8000, 10_000, 6000, 1000)
