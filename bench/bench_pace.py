@@ -1,0 +1,107 @@
+"""Pre-summaries on the corpus: ready at the trigger, paced or at a fixed start (issue 24).
+
+Every ``*.json`` transcript of the corpus (see ``bench_replay``) is replayed with
+``hango replay --json --summarizer-latency 5`` at the largest of :data:`WINDOWS` that makes
+it compact at the trigger, side by side with the session's pace deciding the start (the
+default) and with the fixed start of before (``HANGO_CONTEXT_PRESUMMARIZE_PACE=false``,
+``HANGO_CONTEXT_PRESUMMARIZE_FRAC=0.70``), at two paces of the agent's calls. The corpus
+records no timestamps, so the calls are ``--call-seconds`` apart on the replayed clock;
+readiness and waits are judged on that clock, so the figures do not depend on the
+machine. Per run: compactions at the trigger, the share that installed a pre-summary,
+the share whose pre-summary was ready, and the trigger wait p50 / p95.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.bench_replay import CORPUS_ENV, corpus_dir
+from hango.cli import main as hango
+
+WINDOWS = (20_000, 12_000, 8_000)
+SUMMARIZER_LATENCY = "5"
+CALL_SECONDS = ("5", "2")
+STARTS: dict[str, dict[str, str]] = {
+    "paced": {},
+    "fixed 0.70": {
+        "HANGO_CONTEXT_PRESUMMARIZE_PACE": "false",
+        "HANGO_CONTEXT_PRESUMMARIZE_FRAC": "0.70",
+    },
+}
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def replay(path: Path, window: int, call_seconds: str, start: str) -> dict[str, Any] | None:
+    argv = ["replay", str(path), "--json", "--max-input-tokens", str(window)]
+    argv += ["--summarizer-latency", SUMMARIZER_LATENCY, "--call-seconds", call_seconds]
+    out = io.StringIO()
+    with environment(STARTS[start]), contextlib.redirect_stdout(out):
+        code = hango(argv)
+    return json.loads(out.getvalue()) if code == 0 else None
+
+
+def compacting_window(path: Path) -> int | None:
+    """The largest window at which the transcript compacts at the trigger."""
+    for window in WINDOWS:
+        report = replay(path, window, CALL_SECONDS[0], "paced")
+        if report is not None and report["trigger_compactions"]:
+            return window
+    return None
+
+
+def _cell(report: dict[str, Any] | None) -> str:
+    if report is None:
+        return "failed | | |"
+    waits = report["trigger_wait_ms"]
+    installed, ready = report["presummary_hit_rate"], report["presummary_ready_rate"]
+    return f"{installed:.2f} | {ready:.2f} | {waits['p50']:,.0f} / {waits['p95']:,.0f} ms"
+
+
+def main() -> None:
+    directory = corpus_dir()
+    transcripts = sorted(directory.glob("*.json")) if directory.is_dir() else []
+    if not transcripts:
+        print(f"skipped: no *.json transcripts in {directory} (set {CORPUS_ENV})")
+        return
+    print(f"corpus: {directory}; summaries take {SUMMARIZER_LATENCY} s on the replayed clock")
+    for seconds in CALL_SECONDS:
+        print(f"\ncalls {seconds} s apart (no timestamps in the corpus)")
+        print(
+            "| transcript | window | at the trigger | paced: installed | ready | wait p50 / p95 "
+            "| fixed 0.70: installed | ready | wait p50 / p95 |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for path in transcripts:
+            window = compacting_window(path)
+            if window is None:
+                print(f"| {path.name} | no compaction at the trigger at {WINDOWS} |")
+                continue
+            runs = [replay(path, window, seconds, start) for start in STARTS]
+            count = len(runs[0]["trigger_compactions"]) if runs[0] else 0
+            cells = " | ".join(_cell(run) for run in runs)
+            print(f"| {path.name} | {window:,} | {count} | {cells} |")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
