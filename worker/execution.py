@@ -23,7 +23,14 @@ from dataclasses import dataclass
 
 import redis
 
-from hango.compaction.jobs import OffloadJob, Summarizer, SummaryJob, summary_digest
+from hango.compaction.jobs import (
+    JobRef,
+    OffloadJob,
+    Summarizer,
+    SummaryJob,
+    SummaryResult,
+    summary_digest,
+)
 from hango.core.errors import MissingRangeError
 from hango.core.messages import StoredMessage
 from hango.core.settings import Settings
@@ -175,16 +182,25 @@ PREVIOUS_LOOKBACK = 8
 
 
 def stored_previous_summary(
-    store: Store, session_id: str, turn: int, from_seq: int, digest: str
+    store: Store,
+    session_id: str,
+    turn: int,
+    from_seq: int,
+    digest: str,
+    committed: Callable[[], str | None] = lambda: None,
 ) -> str | None:
     """The summary the evicted range follows, read from the compaction record it builds on.
 
     The range of a summary starts where the previous record kept from, so that record is
-    the one whose ``kept_from_seq`` is ``from_seq`` (none for the first compaction). The
-    text must match the digest the agent sent, or the job is refused: a summary built on
-    another history would be installed as this one's.
+    the one whose ``kept_from_seq`` is ``from_seq`` (none for the first compaction). An
+    extension of a pre-summary builds on a text no record holds yet: ``committed`` reads
+    it from the result cache, where the pre-summary's own job put it. The text must match
+    the digest the agent sent, or the job is refused: a summary built on another history
+    would be installed as this one's.
     """
     found = _record_summary(store, session_id, turn, from_seq)
+    if summary_digest(found) != digest:
+        found = committed()
     if summary_digest(found) != digest:
         raise MissingRangeError(
             f"session {session_id!r} turn {turn}: the summary that messages from {from_seq} "
@@ -205,6 +221,13 @@ def _record_summary(store: Store, session_id: str, turn: int, from_seq: int) -> 
     return None
 
 
+def committed_summary(cache: ResultCache, session_id: str, ref: JobRef) -> str | None:
+    """The text a summary job committed to the result cache (signature checked), if any."""
+    span = (ref.from_seq, ref.to_seq)
+    payload = cache.get(JobKey("summary", session_id, ref.turn, span, ref.fingerprint))
+    return None if payload is None else SummaryResult.model_validate_json(payload).text
+
+
 def run_summary(
     services: WorkerServices,
     *,
@@ -215,12 +238,19 @@ def run_summary(
     model: str,
     fingerprint: str = "",
     previous_digest: str = "",
+    builds_on: dict[str, object] | None = None,
 ) -> str:
     """The summary of the range as committed JSON (``SummaryResult``)."""
+    base = None if builds_on is None else JobRef.model_validate(builds_on)
 
     def compute() -> str:
         previous = stored_previous_summary(
-            services.store, session_id, turn, from_seq, previous_digest
+            services.store,
+            session_id,
+            turn,
+            from_seq,
+            previous_digest,
+            lambda: None if base is None else committed_summary(services.cache, session_id, base),
         )
         job = SummaryJob(
             session_id=session_id,

@@ -107,6 +107,7 @@ def summarize(
     model: str,
     fingerprint: str = "",
     previous_digest: str = "",
+    builds_on: dict[str, object] | None = None,
 ) -> None:
     try:
         run_summary(
@@ -116,6 +117,7 @@ def summarize(
             from_seq=from_seq,
             to_seq=to_seq,
             previous_digest=previous_digest,
+            builds_on=builds_on,
             model=model,
             fingerprint=fingerprint,
         )

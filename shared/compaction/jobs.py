@@ -17,6 +17,22 @@ from pydantic import BaseModel, ConfigDict
 from hango.core.messages import StoredMessage, Usage
 
 
+class JobRef(BaseModel):
+    """Where a summary job's result is found: its turn, range and the range's fingerprint.
+
+    Numbers and a digest only, so a task may carry it: an extension of a pre-summary names
+    the job that made the text it builds on, and a worker reads that text from the result
+    cache (signed) instead of from the task's arguments.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    turn: int
+    from_seq: int
+    to_seq: int
+    fingerprint: str
+
+
 class SummaryJob(BaseModel):
     """What to summarize: the evicted range ``[from_seq, to_seq]`` of one session.
 
@@ -35,6 +51,17 @@ class SummaryJob(BaseModel):
     model: str
     # A cap on the summary's length: set when a first summary did not fit its room.
     max_tokens: int | None = None
+    # The job whose result ``previous_summary`` is, when that is a pre-summary this one
+    # extends (not yet in any compaction record).
+    builds_on: JobRef | None = None
+
+    def ref(self) -> JobRef:
+        return JobRef(
+            turn=self.turn,
+            from_seq=self.from_seq,
+            to_seq=self.to_seq,
+            fingerprint=range_fingerprint(self.evicted),
+        )
 
 
 class SummaryResult(BaseModel):

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from hango.compaction.jobs import SummaryJob, SummaryResult, range_fingerprint
+from hango.compaction.jobs import JobRef, SummaryJob, SummaryResult, range_fingerprint
 from hango.compaction.pace import outgrows
 from hango.compaction.record import PendingSummary
 from hango.core.messages import StoredMessage, Usage
@@ -58,6 +58,8 @@ class Presummary:
     # The ready pre-summary this one extends: installed instead at a trigger that comes
     # before this one is ready, when it fits (never a chain: its own is dropped).
     fallback: Presummary | None = None
+    # Where its job's result is found (an extension of it names this to a worker).
+    ref: JobRef | None = None
 
     def candidates(self, pacer: Pacer) -> tuple[Presummary, ...]:
         """What to try at the trigger, in order: what is ready first, then what is not."""
@@ -133,7 +135,7 @@ class Presummaries:
         work = self._threads().submit(context.run, self._summary, job, started, carried)
         fallback = None if extended is None else dataclasses.replace(extended, fallback=None)
         presummary = Presummary(
-            pending, work, evicted[0], evicted[-1], len(evicted), started, fallback
+            pending, work, evicted[0], evicted[-1], len(evicted), started, fallback, job.ref()
         )
         with self._lock:
             self.items[call.session_id] = presummary
@@ -257,8 +259,10 @@ def _job(
     extending a ready one, only the messages past it on top of that one's text."""
     previous = call.state.state.latest
     base = previous.summary if previous else None
+    builds_on = None
     if extended is not None:
         base = extended.work.result()[0].text
+        builds_on = extended.ref
         evicted = tuple(m for m in evicted if m.seq > extended.pending.to_seq)
     return SummaryJob(
         session_id=call.session_id,
@@ -268,4 +272,5 @@ def _job(
         previous_summary=base,
         evicted=evicted,
         model=profile.summarizer_model or call.request.model,
+        builds_on=builds_on,
     )

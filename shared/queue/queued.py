@@ -96,6 +96,8 @@ def summarize_kwargs(job: SummaryJob) -> dict[str, Any]:
         "previous_digest": summary_digest(job.previous_summary),
         "model": job.model,
         "fingerprint": range_fingerprint(job.evicted),
+        # An extension's base is a pre-summary's result: named by its job, never its text.
+        **({"builds_on": job.builds_on.model_dump()} if job.builds_on else {}),
     }
 
 

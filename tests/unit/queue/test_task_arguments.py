@@ -101,6 +101,25 @@ def test_a_previous_summary_that_differs_from_the_agents_is_refused(tmp_path: Pa
         stored_previous_summary(store, "s1", 3, 5, summary_digest(PREVIOUS))
 
 
+def test_an_extension_names_the_job_it_builds_on_never_its_text() -> None:
+    base = _job(None)
+    extension = _job(PREVIOUS).model_copy(update={"builds_on": base.ref()})
+    raw = _published(summarize_kwargs(extension))
+    assert b"zebra-quartz" not in raw and b"cobalt-heron" not in raw
+    assert base.ref().fingerprint.encode() in raw
+
+
+def test_an_extension_builds_on_the_text_its_base_job_committed(tmp_path: Path) -> None:
+    """No record holds a pre-summary that is being extended: its committed result does."""
+    store = _store_with_record(tmp_path, kept_from_seq=5, summary=None)
+    digest = summary_digest(PREVIOUS)
+    with pytest.raises(MissingRangeError):
+        stored_previous_summary(store, "s1", 3, 7, digest)
+    assert stored_previous_summary(store, "s1", 3, 7, digest, lambda: PREVIOUS) == PREVIOUS
+    with pytest.raises(MissingRangeError, match="not in this worker's store"):
+        stored_previous_summary(store, "s1", 3, 7, digest, lambda: "another base")
+
+
 # -- task arguments are checked against the store before anything is built -------------
 
 
