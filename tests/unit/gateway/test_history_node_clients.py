@@ -13,6 +13,7 @@ from typing import Any
 
 import anthropic
 
+from hango.compaction.extractive import RESULT_CHARS
 from tests.fakeapi import FakeAnthropicAPI, count_input_tokens, text_reply
 from tests.gateway_support import running_gateway
 from tests.history_gateway_support import (
@@ -104,8 +105,11 @@ class ClaudeCodeLookup:
         self.rounds += 1
         if self.rounds > ROUNDS:
             return text_reply("NOT OFFERED")
-        echo = f"echo {SECRET}; " if self.rounds == 1 else ""
-        command = f"{echo}seq 1 300; echo round {self.rounds}"
+        # The value is printed after ~1,100 characters of numbers: a summary of the evicted
+        # rounds may quote the head of each latest tool result (the extractive digest's
+        # RESULT_CHARS), so only a value past that head is evicted whichever range holds it.
+        echo = f"; echo {SECRET}" if self.rounds == 1 else ""
+        command = f"seq 1 300{echo}; echo round {self.rounds}"
         line = f"round {self.rounds}: checked the output, the numbers look right; next step. "
         notes = {"type": "text", "text": (line * (NOTES // len(line) + 1))[:NOTES]}
         call = {
@@ -147,6 +151,9 @@ def test_claude_code_finishes_a_session_in_which_the_upstream_recovered_an_evict
             check_main_request(request.headers, request.body)
     assert (result["is_error"], result["result"]) == (False, f"RECOVERED {SECRET}")
     assert lookup.before_lookup is not None
+    # Bash printed the value past the head a summary may quote; a request held that output.
+    printed = [t for t in map(last_result_text, (r.body for r in main)) if SECRET in t]
+    assert printed and printed[0].index(SECRET) > RESULT_CHARS
     # The value was evicted: the request that asked the tool did not hold it.
     assert SECRET not in json.dumps(lookup.before_lookup)
     # Claude Code's own transcript of the session never names the tool.
