@@ -31,9 +31,9 @@ from tests.history_gateway_support import (
 )
 from tests.unit.gateway.test_node_clients import (
     NODE_DIR,
-    NOTES,
     ROUNDS,
     _installed,
+    bash_round,
     check_main_request,
     node_clients,  # noqa: F401  (its autouse fixture installs the clients)
     run_claude_code,
@@ -109,16 +109,7 @@ class ClaudeCodeLookup:
         # rounds may quote the head of each latest tool result (the extractive digest's
         # RESULT_CHARS), so only a value past that head is evicted whichever range holds it.
         echo = f"; echo {SECRET}" if self.rounds == 1 else ""
-        command = f"seq 1 300{echo}; echo round {self.rounds}"
-        line = f"round {self.rounds}: checked the output, the numbers look right; next step. "
-        notes = {"type": "text", "text": (line * (NOTES // len(line) + 1))[:NOTES]}
-        call = {
-            "type": "tool_use",
-            "id": f"toolu_cc_{self.rounds:03d}",
-            "name": "Bash",
-            "input": {"command": command, "description": f"round {self.rounds}"},
-        }
-        return {"content": [notes, call], "stop_reason": "tool_use"}
+        return bash_round(self.rounds, f"seq 1 300{echo}; echo round {self.rounds}")
 
     def _lookup(self, body: dict[str, Any], name: str) -> dict[str, Any]:
         if internal_depth(body["messages"], name) == 0:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,19 @@ def stored_blocks(gateway: RunningGateway) -> list[Any]:
     return blocks
 
 
+@contextmanager
+def through_gateway(
+    tmp_path: Path, responder: Any, **options: Any
+) -> Iterator[tuple[FakeAnthropicAPI, RunningGateway, anthropic.Anthropic]]:
+    """A scripted upstream, a gateway over it at the test window, and an SDK client of it."""
+    with (
+        FakeAnthropicAPI(window=WINDOW, responder=responder) as upstream,
+        running_gateway(upstream.base_url, tmp_path, max_input_tokens=WINDOW, **options) as gateway,
+        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
+    ):
+        yield upstream, gateway, client
+
+
 def session_usage(gateway: RunningGateway) -> tuple[int, int]:
     query = text("SELECT uncached_input_tokens, output_tokens FROM sessions")
     with gateway.gateway.store.engine.connect() as conn:
@@ -71,11 +86,7 @@ def test_the_upstream_recovers_an_evicted_value_and_the_client_never_sees_the_to
     tmp_path: Path, streaming: bool
 ) -> None:
     script = LookupUpstream()
-    with (
-        FakeAnthropicAPI(window=WINDOW, responder=script) as upstream,
-        running_gateway(upstream.base_url, tmp_path, max_input_tokens=WINDOW) as gateway,
-        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
-    ):
+    with through_gateway(tmp_path, script) as (upstream, gateway, client):
         send = sender(client, "lookup", streaming)
         history = run_until_compacted(send, script)
         history.append({"role": "user", "content": QUESTION})
@@ -117,11 +128,7 @@ def _stream(gateway: RunningGateway, history: list[Any], session: str) -> bytes:
 
 def test_the_spliced_stream_is_a_valid_event_sequence(tmp_path: Path) -> None:
     script = LookupUpstream()
-    with (
-        FakeAnthropicAPI(window=WINDOW, responder=script) as upstream,
-        running_gateway(upstream.base_url, tmp_path, max_input_tokens=WINDOW) as gateway,
-        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
-    ):
+    with through_gateway(tmp_path, script) as (upstream, gateway, client):
         history = run_until_compacted(sender(client, "raw", True), script)
         history.append({"role": "user", "content": QUESTION})
         events = parse_sse(_stream(gateway, history, "raw"))
@@ -160,12 +167,10 @@ def test_internal_rounds_stop_at_the_setting_with_the_text_so_far(tmp_path: Path
             "stop_reason": "tool_use",
         }
 
-    with (
-        FakeAnthropicAPI(window=WINDOW, responder=always_search) as upstream,
-        running_gateway(
-            upstream.base_url, tmp_path, max_input_tokens=WINDOW, gateway_history_rounds=2
-        ) as gateway,
-        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
+    with through_gateway(tmp_path, always_search, gateway_history_rounds=2) as (
+        _upstream,
+        _gateway,
+        client,
     ):
         send = sender(client, "bounded", True)
         history = run_until_compacted(send, script)
@@ -193,11 +198,7 @@ def test_a_client_tool_of_the_same_name_wins_and_the_gateways_is_renamed(tmp_pat
         theirs = history_call("toolu_c1", HISTORY, anything=1)
         return {"content": [{"type": "text", "text": "done"}, theirs], "stop_reason": "tool_use"}
 
-    with (
-        FakeAnthropicAPI(window=WINDOW, responder=both) as upstream,
-        running_gateway(upstream.base_url, tmp_path, max_input_tokens=WINDOW) as gateway,
-        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
-    ):
+    with through_gateway(tmp_path, both) as (upstream, _gateway, client):
         tools = [BASH, own]
 
         def with_own_tool(history: list[Any]) -> anthropic.types.Message:
@@ -267,11 +268,7 @@ def test_results_that_would_overflow_the_window_become_an_error_the_model_can_ac
 
 def test_a_client_that_disconnects_during_an_internal_round_cancels_it(tmp_path: Path) -> None:
     script = LookupUpstream()
-    with (
-        FakeAnthropicAPI(window=WINDOW, responder=script) as upstream,
-        running_gateway(upstream.base_url, tmp_path, max_input_tokens=WINDOW) as gateway,
-        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
-    ):
+    with through_gateway(tmp_path, script) as (upstream, gateway, client):
         history = run_until_compacted(sender(client, "gone", False), script)
         history.append({"role": "user", "content": QUESTION})
         asked = len(upstream.message_requests())
@@ -314,12 +311,10 @@ def test_internal_rounds_are_in_telemetry_and_the_log(
     captured = capture()
     caplog.set_level(logging.INFO, logger="hango.gateway.history_rounds")
     script = LookupUpstream()
-    with (
-        FakeAnthropicAPI(window=WINDOW, responder=script) as upstream,
-        running_gateway(
-            upstream.base_url, tmp_path, max_input_tokens=WINDOW, telemetry=captured.telemetry
-        ) as gateway,
-        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
+    with through_gateway(tmp_path, script, telemetry=captured.telemetry) as (
+        _upstream,
+        _gateway,
+        client,
     ):
         send = sender(client, "observed", True)
         history = run_until_compacted(send, script)
@@ -341,11 +336,7 @@ def test_internal_rounds_are_in_telemetry_and_the_log(
 
 def test_count_tokens_counts_the_tool_a_compacted_request_carries(tmp_path: Path) -> None:
     script = LookupUpstream()
-    with (
-        FakeAnthropicAPI(window=WINDOW, responder=script) as upstream,
-        running_gateway(upstream.base_url, tmp_path, max_input_tokens=WINDOW) as gateway,
-        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
-    ):
+    with through_gateway(tmp_path, script) as (upstream, _gateway, client):
         send = sender(client, "counted", False)
         history = run_until_compacted(send, script)
         history.append({"role": "user", "content": "and now?"})
@@ -365,11 +356,7 @@ def test_an_internal_round_refused_by_upstream_ends_the_answer_in_the_apis_forma
     tmp_path: Path, streaming: bool
 ) -> None:
     script = LookupUpstream()
-    with (
-        FakeAnthropicAPI(window=WINDOW, responder=script) as upstream,
-        running_gateway(upstream.base_url, tmp_path, max_input_tokens=WINDOW) as gateway,
-        anthropic.Anthropic(api_key=KEY, base_url=gateway.url, max_retries=0) as client,
-    ):
+    with through_gateway(tmp_path, script) as (upstream, gateway, client):
         history = run_until_compacted(sender(client, "refused", False), script)
         history.append({"role": "user", "content": QUESTION})
         call = history_call("toolu_h1", HISTORY, command="search", query="round")

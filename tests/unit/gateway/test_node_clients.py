@@ -117,16 +117,20 @@ class ClaudeCodeUpstream:
         self.rounds += 1
         if self.rounds > ROUNDS:
             return text_reply("ALL ROUNDS DONE")
-        command = f"seq 1 300; echo round {self.rounds}"
-        line = f"round {self.rounds}: checked the output, the numbers look right; next step. "
-        notes = {"type": "text", "text": (line * (NOTES // len(line) + 1))[:NOTES]}
-        call = {
-            "type": "tool_use",
-            "id": f"toolu_cc_{self.rounds:03d}",
-            "name": "Bash",
-            "input": {"command": command, "description": f"round {self.rounds}"},
-        }
-        return {"content": [notes, call], "stop_reason": "tool_use"}
+        return bash_round(self.rounds, f"seq 1 300; echo round {self.rounds}")
+
+
+def bash_round(rounds: int, command: str) -> dict[str, Any]:
+    """The scripted model's reply of one round: its long notes, then one Bash call."""
+    line = f"round {rounds}: checked the output, the numbers look right; next step. "
+    notes = {"type": "text", "text": (line * (NOTES // len(line) + 1))[:NOTES]}
+    call = {
+        "type": "tool_use",
+        "id": f"toolu_cc_{rounds:03d}",
+        "name": "Bash",
+        "input": {"command": command, "description": f"round {rounds}"},
+    }
+    return {"content": [notes, call], "stop_reason": "tool_use"}
 
 
 def run_claude_code(base_url: str, work: Path, home: Path) -> dict[str, Any]:
