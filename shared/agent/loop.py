@@ -21,9 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from hango.compaction.head import head_message
+from hango.compaction.outgoing import OutgoingCopy
 from hango.compaction.record import CompactionReason, CompactionRecord
-from hango.compaction.repair import SendableCopy
-from hango.compaction.validate import RequestChecker
 from hango.core.api_rules import message_problem, tool_use_problem
 from hango.core.errors import ContextOverflowError, InvalidInputError, InvalidRequestError
 from hango.core.identity import IdentityCache, RecentlyUsed
@@ -92,15 +91,14 @@ class InputLimit:
 class SessionMemory:
     """What the loop keeps in memory of one session from call to call.
 
-    The session's stored messages (the very objects, so what is derived from them stays
-    remembered), the outgoing copy built from them and the last guard's checks of it. A
+    The session's stored messages (the very objects, so their estimates stay remembered)
+    and the outgoing copy built from them, which also answers the last guard's checks. A
     loop keeps this for its :data:`SESSIONS_REMEMBERED` most recently used sessions; a
     session it forgot is read back from the store on its next turn.
     """
 
+    copy: OutgoingCopy
     transcript: list[StoredMessage] = field(default_factory=list)
-    copy: SendableCopy = field(default_factory=SendableCopy)
-    checker: RequestChecker = field(default_factory=RequestChecker)
 
 
 # One loop may serve many sessions for as long as its process lives: what it keeps per
@@ -124,7 +122,7 @@ class TurnContext:
     lease: TurnLease | None = None
     usage: UsageTotals = field(default_factory=UsageTotals)
     # The loop's memory of the session, held for the whole turn.
-    memory: SessionMemory = field(default_factory=SessionMemory)
+    memory: SessionMemory = field(default_factory=lambda: SessionMemory(OutgoingCopy()))
     # Whether the memory's transcript holds every stored message: read from the store
     # once per turn, then kept in step by the turn's own appends.
     in_step: bool = False
@@ -160,6 +158,7 @@ class AgentLoop:
         # The estimator whose per-message figures are stored with each message and seeded
         # back on a restart (None, or one that cannot keep estimates: nothing is stored).
         self.estimates = estimator if isinstance(estimator, KeepsEstimates) else None
+        self.estimator = estimator  # whose figures the outgoing copies keep per message
         self.provider = provider
         # One turn at a time per session, across processes and hosts (None: not enforced,
         # for callers that serialize turns themselves).
@@ -246,7 +245,7 @@ class AgentLoop:
             holder=StateHolder(run.state),
             input_tokens=session.last_input_tokens if session else 0,
             lease=lease,
-            memory=self._memory.get(session_id, SessionMemory),
+            memory=self._memory.get(session_id, self._new_memory),
         )
         log.warning("session %s: resuming turn %d, left unfinished", session_id, run.turn)
         with self.observer.turn(session_id, ctx.turn):
@@ -376,6 +375,9 @@ class AgentLoop:
                 results = hook.fit_batch(results, session_id=session_id)
         return results
 
+    def _new_memory(self) -> SessionMemory:
+        return SessionMemory(OutgoingCopy(self.estimator))
+
     # -- the lower-level API (also used by `hango replay`) ------------------------------
 
     def begin_turn(self, session_id: str) -> TurnContext:
@@ -393,7 +395,7 @@ class AgentLoop:
             holder=StateHolder(state),
             # A turn whose every call fails keeps the last figure rather than writing 0.
             input_tokens=session.last_input_tokens if session else 0,
-            memory=self._memory.get(session_id, SessionMemory),
+            memory=self._memory.get(session_id, self._new_memory),
         )
 
     def append(self, ctx: TurnContext, message: Message) -> StoredMessage:
@@ -519,12 +521,13 @@ class AgentLoop:
             force=rung or ctx.holder.state.force_compaction,
             assembly=ctx.assembly if ctx.assembly is not None else self.assembly,
             overflow=refused,
+            copy=copy,
         )
 
     def _send(self, ctx: TurnContext, call: ModelCall) -> Response:
         """The end of the chain: the last guard, then the provider."""
-        # The first check of a process (or after a refusal) covers every message.
-        violations = ctx.memory.checker.validate(call.request)
+        # The first check of a copy (or after a refusal) covers every message.
+        violations = ctx.memory.copy.violations(call.request)
         if violations:
             # The pipeline validates what it builds, so this means the stored transcript
             # itself is broken; sending it would only earn a permanent 400.

@@ -71,9 +71,7 @@ def run_delete(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"deleted": [session_id], "history_files": files})
     else:
-        stdout_console().print(
-            f"deleted session {session_id} and {plural(files, 'history file')}"
-        )
+        stdout_console().print(f"deleted session {session_id} and {plural(files, 'history file')}")
     return 0
 
 
@@ -122,8 +120,6 @@ def _report_prune(
     if args.dry_run:
         console.print(f"{plural(len(idle), 'session')} idle: " + (", ".join(idle) or "none"))
         return
-    console.print(
-        f"deleted {plural(len(deleted), 'session')} and {plural(files, 'history file')}"
-    )
+    console.print(f"deleted {plural(len(deleted), 'session')} and {plural(files, 'history file')}")
     if busy:
         notice(f"kept {', '.join(busy)}: a turn is running there now")

@@ -29,8 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from hango.core.collection import Prefix
-from hango.core.identity import Derived, derived, edited
 from hango.core.messages import (
     ContentBlock,
     Message,
@@ -50,10 +48,10 @@ MISSING_RESULT = "[no result was recorded for this tool call; it was interrupted
 def sendable(messages: Sequence[Message]) -> tuple[Message, ...]:
     """The messages with every repair above applied; the same objects where none was needed."""
     repaired: list[Message] = []
-    ids = _UsedIds()
+    ids = UsedIds()
     for index, message in enumerate(messages):
         previous = messages[index - 1] if index > 0 else None
-        repaired.append(ids.unique(_repair(message, previous)))
+        repaired.append(ids.unique(repair_message(message, previous)))
     return tuple(repaired)
 
 
@@ -65,7 +63,7 @@ class _Renamed:
     calls: tuple[str, ...] = ()
 
 
-class _UsedIds:
+class UsedIds:
     """The tool_use ids of the copy so far; renames a reused one in the next message.
 
     Applied to already repaired messages: a user message after an assistant message with
@@ -129,7 +127,7 @@ def _answer_renamed(message: Message, calls: tuple[str, ...]) -> Message:
     return Message(role=message.role, content=(*renamed, *blocks[len(calls) :]))
 
 
-def _repair(message: Message, previous: Message | None) -> Message:
+def repair_message(message: Message, previous: Message | None) -> Message:
     if isinstance(message.content, str) and message.content.strip():
         awaited = previous is not None and any(previous.tool_uses())
         if message.role == "assistant" or not awaited:
@@ -225,109 +223,12 @@ def merge_consecutive(
     seqs: list[int | None] = []
     for item in stored:
         if messages and messages[-1].role == item.message.role:
-            messages[-1] = _joined(messages[-1], item.message)
+            messages[-1] = joined(messages[-1], item.message)
             continue
         messages.append(item.message)
         seqs.append(item.seq)
     return tuple(messages), tuple(seqs)
 
 
-def _joined(first: Message, second: Message) -> Message:
+def joined(first: Message, second: Message) -> Message:
     return Message(role=second.role, content=first.blocks() + second.blocks())
-
-
-class SendableCopy:
-    """``[head] + sendable(merge_consecutive(stored[start:]))``, paying only for growth.
-
-    The loop calls this with its in-memory transcript (a list it only ever appends to),
-    the index of the record's keep boundary in it and the head message of the record.
-    What was merged and repaired for the messages seen before is kept; only the last
-    joined message (which a new message of the same role extends) and the new ones are
-    redone. Another list, another start or another head (a new compaction, another
-    session) starts over, and so does a list whose seen part changed.
-
-    The messages come back as a :class:`~hango.core.identity.Derived` of the previous
-    call's, naming the positions redone, so what is derived from them downstream (the
-    request estimate, the checks, the API body) is redone there only; a call with
-    nothing new gets the very same objects back.
-    """
-
-    def __init__(self) -> None:
-        self._source: Sequence[StoredMessage] | None = None
-        self._reset(0, None)
-
-    def _reset(self, start: int, head: Message | None) -> None:
-        self._start = start
-        self._head = head
-        self._seen: list[StoredMessage] = []
-        self._joined: list[Message] = []
-        # Only ever appended to (a joined message keeps its first part's number).
-        self._seqs: list[int | None] = [] if head is None else [None]
-        self._repaired: list[Message] = [] if head is None else [head]
-        self._ids = _UsedIds()
-        self._messages: Derived | tuple[()] = ()
-
-    def update(
-        self,
-        stored: Sequence[StoredMessage],
-        head: Message | None = None,
-        start: int = 0,
-    ) -> tuple[Sequence[Message], Sequence[int | None]]:
-        """The outgoing messages and, beside each, its store sequence number (the head: None).
-
-        The numbers are a view that later calls do not change (:class:`Prefix`).
-        """
-        if not self._extends(stored, head, start):
-            self._reset(start, head)
-        self._source = stored
-        seen = len(self._seen)
-        if start + seen < len(stored) or not self._messages:
-            redo_from = self._extend(stored[start + seen :])
-            if self._messages:
-                tail = self._repaired[redo_from:]
-                self._messages = edited(self._messages, {}, keep=redo_from, tail=tail)
-            else:
-                self._messages = derived(self._repaired, None)
-        return self._messages, Prefix(self._seqs, len(self._messages))
-
-    @property
-    def stored(self) -> Prefix[StoredMessage]:
-        """The stored messages behind the latest copy (from the start it was given)."""
-        return Prefix(self._seen)
-
-    def _extends(self, stored: Sequence[StoredMessage], head: Message | None, start: int) -> bool:
-        """Whether ``stored[start:]`` begins with exactly the messages seen so far."""
-        # A new turn reads its record back from the store, so its head message is a new
-        # object equal to the one the copy holds: the copy goes on with the one it has.
-        if start != self._start or (head is not self._head and head != self._head):
-            return False
-        seen = len(self._seen)
-        if len(stored) < start + seen:
-            return False
-        if not seen:
-            return True
-        if stored is self._source:
-            # The same list, only ever appended to: its seen part is what it was.
-            return stored[start + seen - 1] is self._seen[-1]
-        return tuple(stored[start : start + seen]) == tuple(self._seen)
-
-    def _extend(self, new: Sequence[StoredMessage]) -> int:
-        """Repair ``new`` onto the copy; the first outgoing position that was redone."""
-        redo_from = len(self._repaired)
-        for item in new:
-            self._seen.append(item)
-            if self._joined and self._joined[-1].role == item.message.role:
-                # The last joined message grows: redo it.
-                self._joined[-1] = _joined(self._joined[-1], item.message)
-                self._ids.drop_last()
-                self._repaired[-1] = self._repair_last()
-                redo_from = min(redo_from, len(self._repaired) - 1)
-                continue
-            self._joined.append(item.message)
-            self._seqs.append(item.seq)
-            self._repaired.append(self._repair_last())
-        return redo_from
-
-    def _repair_last(self) -> Message:
-        previous = self._joined[-2] if len(self._joined) > 1 else None
-        return self._ids.unique(_repair(self._joined[-1], previous))

@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import json
 import re
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from hango.core.identity import Derived, changed_positions, derived, edited
 from hango.core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from hango.tokens.base import Estimator
 
@@ -53,36 +51,6 @@ class TruncationResult:
     @property
     def changed(self) -> bool:
         return self.truncated > 0
-
-
-class TruncationMemo:
-    """Remembers how each message object truncated, so a repeat costs nothing.
-
-    The loop sends the same stored message objects call after call; without this, every
-    call would re-estimate every old tool block (O(history)), and every call would build
-    new copies that miss the estimator's per-object cache. Entries are keyed by object
-    identity and checked through a weak reference, so a reused id never answers for a
-    different message and nothing is kept alive. The answer for a message depends on the
-    pass's settings too, so use one memo per (max_tokens, preview_chars, offloaded).
-    """
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[weakref.ref[Message], Message, int]] = {}
-
-    def get(self, message: Message) -> tuple[Message, int] | None:
-        entry = self._entries.get(id(message))
-        if entry is None or entry[0]() is not message:
-            return None
-        return entry[1], entry[2]
-
-    def put(self, message: Message, result: tuple[Message, int]) -> None:
-        key = id(message)
-        entries = self._entries
-
-        def forget(_ref: weakref.ref[Message]) -> None:
-            entries.pop(key, None)
-
-        self._entries[key] = (weakref.ref(message, forget), *result)
 
 
 @dataclass(frozen=True)
@@ -137,7 +105,6 @@ def truncate_tool_args(
     estimator: Estimator,
     offloaded: Mapping[str, str] = _NO_PATHS,
     preview_chars: int = DEFAULT_PREVIEW_CHARS,
-    memo: TruncationMemo | None = None,
 ) -> TruncationResult:
     """Shorten large tool inputs and results in ``messages[:protect_from]``.
 
@@ -160,8 +127,8 @@ def truncate_tool_args(
     shortened = list(messages)
     count = 0
     for index in range(min(protect_from, len(messages))):
-        message, blocks_cut = _truncated_once(
-            messages[index], max_tokens, estimator, offloaded, preview_chars, memo
+        message, blocks_cut = _truncate_message(
+            messages[index], max_tokens, estimator, offloaded, preview_chars
         )
         if blocks_cut:
             shortened[index] = message
@@ -171,194 +138,28 @@ def truncate_tool_args(
     return TruncationResult(tuple(shortened), count)
 
 
-def _truncated_once(
-    message: Message,
-    max_tokens: int,
-    estimator: Estimator,
-    offloaded: Mapping[str, str],
-    preview_chars: int,
-    memo: TruncationMemo | None,
-) -> tuple[Message, int]:
-    """How ``message`` truncates (the memo's answer when it has seen the object)."""
-    known = memo.get(message) if memo is not None else None
-    if known is None:
-        known = _truncate_message(message, max_tokens, estimator, offloaded, preview_chars)
-        if memo is not None:
-            memo.put(message, known)
-    return known
+class Truncation:
+    """What truncation makes of one message under fixed settings, for the outgoing copy.
 
-
-class TruncationLedger:
-    """``truncate_tool_args`` over one session's successive outgoing copies, paying for change.
-
-    Call after call the outgoing messages are the previous call's objects plus what was
-    appended; what truncation makes of each position (the truncated form, the blocks it
-    cut, the tokens it saves) is kept and redone only at positions whose message changed
-    (:func:`~hango.core.identity.changed_positions`). Positions are worked out lazily, up
-    to the furthest one asked about, so a message in the keep window is never truncated
-    before it leaves it. Sums over a range come from running totals (a Fenwick tree), so
-    asking how much a range would clear costs O(log n), not O(range).
+    Called once per position the copy truncates (the copy keeps the answer): the form
+    sent, the blocks cut and the estimated tokens that saves.
     """
 
     def __init__(
-        self,
-        *,
-        max_tokens: int,
-        estimator: Estimator,
-        memo: TruncationMemo | None = None,
-        preview_chars: int = DEFAULT_PREVIEW_CHARS,
+        self, *, max_tokens: int, estimator: Estimator, preview_chars: int = DEFAULT_PREVIEW_CHARS
     ) -> None:
         self.max_tokens = max_tokens
         self.estimator = estimator
-        self.memo = memo if memo is not None else TruncationMemo()
         self.preview_chars = preview_chars
-        self._messages: Sequence[Message] = ()
-        self._forms: list[Message] = []
-        self._blocks = RunningSums()
-        self._saved = RunningSums()
-        # The input before the latest update and the positions that update changed.
-        self._moved: tuple[Sequence[Message], list[int]] = ((), [])
-        # The latest truncated copy: its messages, the cut and the input it was made from.
-        self._last: tuple[Derived, int, Sequence[Message]] | None = None
 
-    def update(self, messages: Sequence[Message]) -> None:
-        """Follow the new outgoing copy: positions whose message changed are redone."""
-        known = min(len(self._forms), len(messages))
-        del self._forms[known:]
-        self._blocks.truncate(known)
-        self._saved.truncate(known)
-        changed = changed_positions(self._messages, messages)
-        for index in changed:
-            if index >= known:
-                break
-            form, blocks, saved = self._work_out(messages[index])
-            self._forms[index] = form
-            self._blocks.set(index, blocks)
-            self._saved.set(index, saved)
-        if messages is not self._messages:
-            self._moved = (self._messages, changed)
-        self._messages = messages
-
-    def blocks_cut(self, start: int, end: int) -> int:
-        """Blocks truncation shortens in ``messages[start:end]``."""
-        self._reach(end)
-        return self._blocks.range(start, end)
-
-    def tokens_saved(self, start: int, end: int) -> int:
-        """Estimated tokens truncating ``messages[start:end]`` clears."""
-        self._reach(end)
-        return self._saved.range(start, end)
-
-    def truncated(self, protect_from: int) -> TruncationResult:
-        """What ``truncate_tool_args(messages, protect_from=...)`` returns, from the ledger."""
-        if protect_from < 0:
-            raise ValueError(f"protect_from must be >= 0, got {protect_from}")
-        end = min(protect_from, len(self._messages))
-        count = self.blocks_cut(0, end)
-        if count == 0:
-            return TruncationResult(self._messages, 0)
-        made = self._copy(end)
-        self._last = (made, end, self._messages)
-        return TruncationResult(made, count)
-
-    def _copy(self, end: int) -> Derived:
-        """The truncated forms below ``end``, the messages from there, made in what changed."""
-        messages, forms = self._messages, self._forms
-        parent, changes = self._lineage(end)
-        if parent is None:
-            return derived([*forms[:end], *messages[end:]], None)
-        keep = min(len(parent), len(messages))
-        return edited(
-            parent,
-            {i: forms[i] if i < end else messages[i] for i in changes if i < keep},
-            keep=keep,
-            tail=[forms[i] if i < end else messages[i] for i in range(keep, len(messages))],
-        )
-
-    def _lineage(self, end: int) -> tuple[Derived | None, list[int]]:
-        """The previous truncated copy and where this one may differ from it, if known.
-
-        Below the cut a position holds the form of its message, which changes only with
-        the message; above it, the message itself. So against the copy made from the
-        previous input, the changes are the input's changes and the positions between
-        the two cuts.
-        """
-        if self._last is None:
-            return None, []
-        made, cut, source = self._last
-        if source is self._messages:
-            changes: list[int] = []
-        elif source is self._moved[0]:
-            changes = list(self._moved[1])
-        else:
-            return None, []
-        changes.extend(range(min(cut, end), max(cut, end)))
-        return made, changes
-
-    def _reach(self, end: int) -> None:
-        for index in range(len(self._forms), min(end, len(self._messages))):
-            form, blocks, saved = self._work_out(self._messages[index])
-            self._forms.append(form)
-            self._blocks.append(blocks)
-            self._saved.append(saved)
-
-    def _work_out(self, message: Message) -> tuple[Message, int, int]:
-        form, blocks = _truncated_once(
-            message, self.max_tokens, self.estimator, _NO_PATHS, self.preview_chars, self.memo
+    def __call__(self, message: Message) -> tuple[Message, int, int]:
+        form, blocks = _truncate_message(
+            message, self.max_tokens, self.estimator, _NO_PATHS, self.preview_chars
         )
         if not blocks:
             return message, 0, 0
         estimate = self.estimator.estimate_message
         return form, blocks, estimate(message) - estimate(form)
-
-
-class RunningSums:
-    """Integers by position with O(log n) point updates and range sums (a Fenwick tree).
-
-    Grows and shrinks at its end only, which is how an outgoing copy changes.
-    """
-
-    def __init__(self) -> None:
-        self._values: list[int] = []
-        self._tree: list[int] = [0]  # 1-based: _tree[i] sums values (i - lowbit(i), i]
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def append(self, value: int) -> None:
-        self._values.append(value)
-        i = len(self._values)
-        low = i & -i
-        # The node covers (i - low, i]: the new value plus what precedes it in that span.
-        self._tree.append(value + self.prefix(i - 1) - self.prefix(i - low))
-
-    def truncate(self, length: int) -> None:
-        """Keep the first ``length`` values (a node depends only on values before it)."""
-        del self._values[length:]
-        del self._tree[length + 1 :]
-
-    def set(self, index: int, value: int) -> None:
-        delta = value - self._values[index]
-        if not delta:
-            return
-        self._values[index] = value
-        i = index + 1
-        while i < len(self._tree):
-            self._tree[i] += delta
-            i += i & -i
-
-    def prefix(self, end: int) -> int:
-        """The sum of the first ``end`` values."""
-        total = 0
-        i = min(end, len(self._values))
-        while i > 0:
-            total += self._tree[i]
-            i -= i & -i
-        return total
-
-    def range(self, start: int, end: int) -> int:
-        """The sum of ``values[start:end]``."""
-        return self.prefix(end) - self.prefix(start) if end > start else 0
 
 
 def _truncate_message(

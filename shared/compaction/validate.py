@@ -25,13 +25,12 @@ Rules checked, in the API's terms:
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Literal
 
-from hango.core.identity import changed_positions, position_total
 from hango.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
+from hango.core.sent import SentMessages, live_view
 
 ViolationKind = Literal[
     "alternation",
@@ -63,7 +62,7 @@ def validate_request(request: Request) -> list[Violation]:
     breakpoints in tools, system and messages together.
     """
     violations = validate_messages(request.messages)
-    for index in _fixed_facts(request).empty_system:
+    for index in fixed_facts(request).empty_system:
         detail = f"system.{index}: text content blocks must be non-empty"
         violations.append(Violation("empty_content", 0, detail))
     breakpoints = count_breakpoints(request)
@@ -79,27 +78,37 @@ def validate_request(request: Request) -> list[Violation]:
 def count_breakpoints(request: Request) -> int:
     """Every ``cache_control`` in the request, tool-result parts included.
 
-    The messages' part is a running total along the outgoing copies' lineage, so a
-    session's successive requests pay only for the messages that changed.
+    For messages a session's copy still answers for, its running count (and what the marks
+    placed since add); any other messages are counted block by block.
     """
-    return _fixed_facts(request).breakpoints + position_total(
-        request.messages, "breakpoints", _message_breakpoints
+    fixed = fixed_facts(request).breakpoints
+    view = live_view(request.messages)
+    if view is None:
+        return fixed + sum(message_breakpoints(message) for message in request.messages)
+    return fixed + view.source.breakpoints + marked_breakpoints(view)
+
+
+def marked_breakpoints(view: SentMessages) -> int:
+    """Breakpoints the marks of ``view`` add to the messages its copy made."""
+    return sum(
+        message_breakpoints(marked) - message_breakpoints(view.originals[index])
+        for index, marked in view.marks.items()
     )
 
 
 @dataclass(frozen=True)
-class _FixedFacts:
+class FixedFacts:
     """What the rules need to know about the tools and the system blocks."""
 
     breakpoints: int  # their ``cache_control`` markers
     empty_system: tuple[int, ...]  # the system blocks with no visible text
 
 
-def _fixed_facts(request: Request) -> _FixedFacts:
+def fixed_facts(request: Request) -> FixedFacts:
     # A few tens of blocks: cheaper to look at again than to remember by identity.
     system = request.system_blocks()
     fixed = [*request.tool_definitions(), *system]
-    return _FixedFacts(
+    return FixedFacts(
         breakpoints=sum(getattr(block, "cache_control", None) is not None for block in fixed),
         empty_system=tuple(n for n, block in enumerate(system) if not block.text.strip()),
     )
@@ -116,11 +125,11 @@ def validate_messages(messages: Sequence[Message]) -> list[Violation]:
         )
     seen_ids: set[str] = set()
     for index in range(len(messages)):
-        violations.extend(_position_violations(messages, index, seen_ids))
+        violations.extend(position_violations(messages, index, seen_ids))
     return violations
 
 
-def _position_violations(
+def position_violations(
     messages: Sequence[Message], index: int, seen_ids: set[str] | None
 ) -> list[Violation]:
     """The rules at one position: the message and its two neighbours (the unique ids over
@@ -252,108 +261,10 @@ def _leading_result_ids(message: Message) -> set[str]:
     return answered
 
 
-def _message_breakpoints(message: Message) -> int:
+def message_breakpoints(message: Message) -> int:
     count = 0
     for block in message.blocks():
         count += getattr(block, "cache_control", None) is not None
         if isinstance(block, ToolResultBlock) and isinstance(block.content, tuple):
             count += sum(part.cache_control is not None for part in block.content)
     return count
-
-
-class _Facts(NamedTuple):
-    """What the running counts need of one message, whatever its neighbours."""
-
-    uses: tuple[str, ...]
-    breakpoints: int
-
-
-def _facts(message: Message) -> _Facts:
-    return _Facts(tuple(use.id for use in message.tool_uses()), _message_breakpoints(message))
-
-
-class _RunningCounts:
-    """The tool-use ids and breakpoints of the last message sequence seen, kept up to date
-    by diffing: the two rules that are about the whole request, not one position."""
-
-    def __init__(self) -> None:
-        self.messages: Sequence[Message] = ()
-        self.facts: list[_Facts] = []
-        self.breakpoints = 0
-        self.use_counts: Counter[str] = Counter()
-        self.duplicated: set[str] = set()
-
-    def update(self, messages: Sequence[Message]) -> list[int]:
-        """Bring the counts to ``messages``; the positions that changed (new positions too)."""
-        changed = changed_positions(self.messages, messages)
-        removed = self.facts[len(messages) :]
-        del self.facts[len(messages) :]
-        for facts in removed:
-            self._forget(facts)
-        for index in changed:
-            facts = _facts(messages[index])
-            if index < len(self.facts):
-                self._forget(self.facts[index])
-                self.facts[index] = facts
-            else:
-                self.facts.append(facts)
-            self._learn(facts)
-        self.messages = messages
-        return changed
-
-    def _learn(self, facts: _Facts) -> None:
-        self.breakpoints += facts.breakpoints
-        for use_id in facts.uses:
-            self.use_counts[use_id] += 1
-            if self.use_counts[use_id] > 1:
-                self.duplicated.add(use_id)
-
-    def _forget(self, facts: _Facts) -> None:
-        self.breakpoints -= facts.breakpoints
-        for use_id in facts.uses:
-            self.use_counts[use_id] -= 1
-            if self.use_counts[use_id] <= 1:
-                self.duplicated.discard(use_id)
-            if self.use_counts[use_id] <= 0:
-                del self.use_counts[use_id]
-
-
-class RequestChecker:
-    """:func:`validate_request` for one session's successive requests, paying for the change.
-
-    The same rule functions, run where the request may have changed: every rule is about
-    one message and its two neighbours (:func:`_position_violations`), except unique
-    ``tool_use`` ids and the breakpoint limit, kept as running counts. So once a request
-    was found valid, the next one is checked around the positions that differ from it
-    only. Whenever anything looks wrong the whole request is validated by
-    :func:`validate_request`, so the answer is always exactly that function's answer.
-    """
-
-    def __init__(self) -> None:
-        self._counts = _RunningCounts()
-        # The length of the last request found valid (None: none yet, or it was invalid).
-        self._valid_length: int | None = None
-
-    def validate(self, request: Request) -> list[Violation]:
-        messages = request.messages
-        changed = self._counts.update(messages)
-        valid_length = self._valid_length
-        if valid_length is None or not self._fine(request, changed, valid_length):
-            violations = validate_request(request)
-            self._valid_length = None if violations else len(messages)
-            return violations
-        self._valid_length = len(messages)
-        return []
-
-    def _fine(self, request: Request, changed: list[int], valid_length: int) -> bool:
-        counts, messages = self._counts, request.messages
-        fixed = _fixed_facts(request)
-        if not messages or messages[0].role != "user" or counts.duplicated or fixed.empty_system:
-            return False
-        if counts.breakpoints + fixed.breakpoints > MAX_BREAKPOINTS:
-            return False
-        last = len(messages) - 1
-        around = {valid_length - 1, last}  # the old last message may have gained a follower
-        for index in changed:
-            around.update((index - 1, index, index + 1))
-        return not any(_position_violations(messages, i, None) for i in around if 0 <= i <= last)

@@ -15,7 +15,7 @@ pipeline treats such a message as opaque content, like any block it does not mod
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -23,12 +23,11 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
-    SerializerFunctionWrapHandler,
     Tag,
-    field_serializer,
 )
 
-from hango.core.identity import HeldMemo, per_position
+from hango.core.identity import HeldMemo
+from hango.core.sent import live_view
 
 JsonObject = dict[str, Any]
 
@@ -237,13 +236,6 @@ class Request(WireModel):
     system: str | tuple[TextBlock, ...] | None = None
     tools: tuple[ToolDefinition, ...] | None = None
 
-    @field_serializer("messages", mode="wrap")
-    def _dump_messages(
-        self, messages: Sequence[Message], dump: SerializerFunctionWrapHandler
-    ) -> Any:
-        # The pipeline's outgoing copies are Derived sequences (identity.py), not tuples.
-        return dump(messages if isinstance(messages, tuple) else tuple(messages))
-
     def system_blocks(self) -> tuple[TextBlock, ...]:
         if self.system is None:
             return ()
@@ -274,9 +266,9 @@ class Request(WireModel):
     ) -> list[bytes]:
         """:meth:`api_bytes` in parts, a fresh list: one per message, then the fixed part.
 
-        Each message's serialized JSON (:func:`message_json`) is kept along the outgoing
-        copies' lineage (:func:`~hango.core.identity.per_position`), so a call serializes
-        only the messages that changed; joining the parts is one copy of the bytes. The
+        Each message's serialized JSON (:func:`message_json`) is kept by the session's
+        outgoing copy (:mod:`hango.core.sent`), so a call serializes only the messages
+        that changed; joining the parts is one copy of the bytes. The
         fixed part (everything but the messages) is serialized once per system and tool
         objects in the caller's ``fixed`` memo (a sender keeps one), else on every call.
         Bytes: whoever sends them cannot change what a later request is made of.
@@ -290,7 +282,13 @@ class Request(WireModel):
     def messages_parts(self) -> list[bytes]:
         """The JSON array of the messages in parts, a fresh list: ``[`` and the first
         message's kept serialized JSON, one part per further message, then ``]``."""
-        parts = per_position(self.messages, "api_json", message_json)
+        view = live_view(self.messages)
+        parts = None if view is None else view.source.json_parts(view.version)
+        if parts is None:
+            parts = [message_json(message) for message in self.messages]
+        elif view is not None:
+            for index, marked in view.marks.items():
+                parts[index] = message_json(marked)
         if parts:
             parts[0] = b"[" + parts[0][1:]
         else:

@@ -17,9 +17,11 @@ outgoing message, or ``None`` for a message the pipeline made (the summary messa
 offload and the summary see them verbatim even after truncation shortened the copy.
 ``ModelCall.assembly`` is the fixed part the chain assembled (the prompt-cache middleware
 reads its stable system index), ``ModelCall.overflow`` what the provider said of the
-previous attempt when this call retries after an overflow, and ``ModelCall.changed_from``
+previous attempt when this call retries after an overflow, ``ModelCall.changed_from``
 where a truncation step changed the sent history (the prompt-cache middleware anchors a
-breakpoint just before it).
+breakpoint just before it), and ``ModelCall.copy`` the session's outgoing copy
+(:class:`~hango.compaction.outgoing.OutgoingCopy`), through which a truncation step
+changes the messages.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from hango.compaction.outgoing import OutgoingCopy
 from hango.compaction.record import (
     CompactionReason,
     CompactionRecord,
@@ -164,6 +167,9 @@ class ModelCall:
     # The first outgoing message whose bytes differ from the previous call's copy, when a
     # middleware changed early history (a truncation step): the cache is read up to it.
     changed_from: int | None = None
+    # The session's outgoing copy the request's messages came from (None: a caller that
+    # builds its calls itself); a step that changes the messages asks it when it made them.
+    copy: OutgoingCopy | None = None
 
     def evolve(self, **changes: Any) -> ModelCall:
         # Every field is an init field: the instance's dict rebuilds it, for less than

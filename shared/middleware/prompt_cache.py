@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TypeGuard, TypeVar
 
 from hango.compaction.validate import MAX_BREAKPOINTS, count_breakpoints
-from hango.core.identity import HeldMemo, IdentityCache, replaced
+from hango.core.identity import HeldMemo
 from hango.core.messages import (
     CacheControl,
     ContentBlock,
@@ -55,6 +55,7 @@ from hango.core.messages import (
     ToolUseBlock,
     WireModel,
 )
+from hango.core.sent import live_view
 from hango.middleware.base import Assembly, Handler, ModelCall
 from hango.tokens.base import Estimator
 from hango.tokens.measure import FixedEstimate
@@ -82,12 +83,6 @@ class CachePolicy:
     estimator: Estimator | None = None
     # The fixed part's estimate, remembered across calls (always made from ``estimator``).
     fixed: FixedEstimate | None = field(default=None, init=False, compare=False, repr=False)
-    # The marked form of a message, per message object and set of positions: a breakpoint
-    # that stays where it is (the summary message, a bridge) is then the very same object
-    # call after call, and nothing derived from it is redone.
-    marked: IdentityCache[Message, dict[frozenset[int], Message]] = field(
-        default_factory=IdentityCache, init=False, compare=False, repr=False
-    )
     # The marked system blocks, per system tuple and marks: the loop sends the same system
     # on every call, so the marked copy, and the JSON made from it, are made once.
     marked_systems: HeldMemo[tuple[TextBlock, ...]] = field(
@@ -280,10 +275,12 @@ def _marked(request: Request, chosen: Sequence[_Target], policy: CachePolicy) ->
             by_message.setdefault(where, set()).add(index)
     if by_message:
         messages = request.messages
-        update["messages"] = replaced(
-            messages,
-            {n: _mark_blocks(messages[n], frozenset(p), policy) for n, p in by_message.items()},
-        )
+        marked = {n: _mark_blocks(messages[n], p) for n, p in by_message.items()}
+        view = live_view(messages)
+        if view is not None:  # the copy's messages: it keeps the rest of the body
+            update["messages"] = view.with_marks(marked)
+        else:
+            update["messages"] = tuple(marked.get(n, m) for n, m in enumerate(messages))
     return request.model_copy(update=update)
 
 
@@ -296,16 +293,12 @@ def _marked_system(
     return memo.get((system,), (marks,), mark)
 
 
-def _mark_blocks(message: Message, positions: frozenset[int], policy: CachePolicy) -> Message:
-    forms = policy.marked.get(message, lambda _: {})
-    known = forms.get(positions)
-    if known is None:
-        blocks = message.blocks()
-        marked = tuple(
-            _with_marker(block) if n in positions else block for n, block in enumerate(blocks)
-        )
-        known = forms[positions] = message.model_copy(update={"content": marked})
-    return known
+def _mark_blocks(message: Message, positions: set[int]) -> Message:
+    blocks = message.blocks()
+    marked = tuple(
+        _with_marker(block) if n in positions else block for n, block in enumerate(blocks)
+    )
+    return message.model_copy(update={"content": marked})
 
 
 BlockT = TypeVar("BlockT", bound=WireModel)

@@ -25,9 +25,10 @@ a tenth of the price) does not happen at all.
 
 from __future__ import annotations
 
-from hango.compaction.tool_args import TruncationLedger, TruncationMemo
-from hango.core.identity import RecentlyUsed
-from hango.core.messages import Response
+from collections.abc import Sequence
+
+from hango.compaction.tool_args import Truncation, truncate_tool_args
+from hango.core.messages import Message, Response
 from hango.core.profiles import ModelProfile
 from hango.middleware.base import Handler, ModelCall, PassThrough
 from hango.middleware.observer import LoopObserver, NullObserver
@@ -44,11 +45,10 @@ STEP_ABOVE_TRIGGER_FRAC = 0.5
 class ToolArgTruncationMiddleware(PassThrough):
     """Sticky, batched truncation of old tool blocks, paying per call only for what changed.
 
-    Per session it keeps a :class:`TruncationLedger` (what truncation makes of each
-    outgoing position, with running sums of the blocks cut and tokens saved); the request
-    estimate is a :class:`RequestEstimate`, a running total along the copies' lineage. So
-    deciding on a step and building the truncated copy cost O(appended) plus O(log n),
-    not a pass over the history.
+    The session's outgoing copy (``call.copy``) makes the step: it keeps what truncation
+    makes of each position, with running sums of the blocks cut and tokens saved, so
+    deciding on a step and sending the truncated copy cost O(appended), not a pass over
+    the history. Messages the copy did not make are truncated by the plain function.
     """
 
     def __init__(
@@ -65,35 +65,39 @@ class ToolArgTruncationMiddleware(PassThrough):
         self.max_tokens = max_tokens
         self.clear_at_least = clear_at_least
         self.observer = observer or NullObserver()
-        self.memo = TruncationMemo()
+        self.truncation = Truncation(max_tokens=max_tokens, estimator=estimator)
         self.estimate = RequestEstimate(estimator)
-        self._ledgers: RecentlyUsed[TruncationLedger] = RecentlyUsed()
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:
-        ledger = self._ledgers.get(call.session_id, self._new_ledger)
         previous = call.state.state.truncated_before_seq
-        before_seq = self._step(call, ledger)
+        before_seq = self._step(call)
         cut = call.index_of_seq(before_seq)
-        if cut <= _first_stored(call):
-            # Below the cut lies at most the summary message, which has no tool blocks: the
-            # copy goes out as it is. The ledger serves positions below a cut only; it
-            # catches up with the copies when there is one.
+        # Below a cut at the first stored message lies at most the summary message, which
+        # has no tool blocks: nothing is truncated.
+        messages, count = self._truncated(call, cut if cut > _first_stored(call) else 0)
+        if count:
+            self.observer.tool_args_truncated(call.session_id, call.turn, count)
+        if messages is call.request.messages:
             return call_next(call)
-        ledger.update(call.request.messages)
-        result = ledger.truncated(cut)
-        if result.truncated == 0:
-            return call_next(call)
-        self.observer.tool_args_truncated(call.session_id, call.turn, result.truncated)
-        request = call.request.model_copy(update={"messages": result.messages})
+        request = call.request.model_copy(update={"messages": messages})
         changed = call.index_of_seq(previous) if before_seq > previous else call.changed_from
         return call_next(call.evolve(request=request, changed_from=changed))
 
-    def _new_ledger(self) -> TruncationLedger:
-        return TruncationLedger(
-            max_tokens=self.max_tokens, estimator=self.estimator, memo=self.memo
+    def _truncated(self, call: ModelCall, cut: int) -> tuple[Sequence[Message], int]:
+        """The messages with everything below ``cut`` truncated, and the blocks cut."""
+        copy = call.copy
+        if copy is not None and copy.made(call.request.messages):
+            messages = copy.truncate_below(cut, self.truncation)
+            return messages, copy.truncation_gain(0, cut, self.truncation)[0] if cut else 0
+        result = truncate_tool_args(
+            call.request.messages,
+            protect_from=cut,
+            max_tokens=self.max_tokens,
+            estimator=self.estimator,
         )
+        return result.messages, result.truncated
 
-    def _step(self, call: ModelCall, ledger: TruncationLedger) -> int:
+    def _step(self, call: ModelCall) -> int:
         """The sequence number truncation covers up to, moved forward if this call earns it."""
         current = call.state.state.truncated_before_seq
         messages = call.request.messages
@@ -103,12 +107,12 @@ class ToolArgTruncationMiddleware(PassThrough):
         if target is None or target <= current:
             return current
         start = call.index_of_seq(current)
-        if not self._worth_it(call, ledger, start, max(first_real, protect_from)):
+        if not self._worth_it(call, start, max(first_real, protect_from)):
             return current
         call.state.truncate_before(target)
         return target
 
-    def _worth_it(self, call: ModelCall, ledger: TruncationLedger, start: int, end: int) -> bool:
+    def _worth_it(self, call: ModelCall, start: int, end: int) -> bool:
         """Whether covering ``messages[start:end]`` clears enough, and the request is large.
 
         Over the trigger a step that clears too little is not taken either: the session
@@ -121,10 +125,16 @@ class ToolArgTruncationMiddleware(PassThrough):
         trigger = self.profile.trigger_tokens
         if self.estimate(call.request) <= trigger * STEP_ABOVE_TRIGGER_FRAC:
             return False
-        ledger.update(call.request.messages)
-        if not ledger.blocks_cut(start, end):
-            return False
-        return ledger.tokens_saved(start, end) >= min(self.clear_at_least, trigger // 10)
+        blocks, saved = self._gain(call, start, end)
+        return blocks > 0 and saved >= min(self.clear_at_least, trigger // 10)
+
+    def _gain(self, call: ModelCall, start: int, end: int) -> tuple[int, int]:
+        """Blocks truncation would cut in ``messages[start:end]`` and the tokens it saves."""
+        copy = call.copy
+        if copy is not None and copy.made(call.request.messages):
+            return copy.truncation_gain(start, end, self.truncation)
+        worked = [self.truncation(message) for message in call.request.messages[start:end]]
+        return sum(w[1] for w in worked), sum(w[2] for w in worked)
 
 
 def _first_stored(call: ModelCall) -> int:

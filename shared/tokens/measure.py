@@ -16,8 +16,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Literal, TypeGuard
 
-from hango.core.identity import position_sums, position_total
 from hango.core.messages import Request
+from hango.core.sent import live_view
 from hango.tokens.base import Estimator, TokenCounter
 
 log = logging.getLogger(__name__)
@@ -121,24 +121,19 @@ class FixedEstimate:
 
 
 class RequestEstimate:
-    """The estimate of a session's successive requests, paying only for what changed.
+    """The estimate of a request: its fixed part (system, tools, framing) plus the sum of
+    its messages' estimates.
 
-    The estimate of a request is its fixed part (system, tools, framing) plus the sum of
-    its messages' estimates. The sum is a running total along the outgoing copies' lineage
-    (:func:`position_total`), kept under the estimator: every stage that estimates the
-    same request with the same estimator (truncation, then summarization) shares it, so
-    only the first pays for the positions that changed.
+    For messages a session's copy still answers for, the sum is the copy's running total
+    (when it keeps this estimator's figures); any other messages are estimated one by one.
     """
 
     def __init__(self, estimator: Estimator) -> None:
         self.estimator = estimator
         self.fixed = FixedEstimate(estimator)
-        # The estimator itself names the memo: held by it, so no other can take its place.
-        self._key = ("message estimates", estimator)
 
     def __call__(self, request: Request) -> int:
-        total = position_total(request.messages, self._key, self.estimator.estimate_message)
-        return self.fixed(request) + total
+        return self.split(request, 0)[0]
 
     def split(self, request: Request, index: int) -> tuple[int, int]:
         """The request's estimate, and what its messages before ``index`` add to it.
@@ -146,9 +141,18 @@ class RequestEstimate:
         The request without those messages is estimated at the difference: the estimate
         of a request is additive over its messages.
         """
-        estimate = self.estimator.estimate_message
-        total, before = position_sums(request.messages, self._key, estimate, index)
-        return self.fixed(request) + total, before
+        messages, estimate = request.messages, self.estimator.estimate_message
+        view = live_view(messages)
+        sums = None if view is None else view.source.token_sums(self.estimator, index, view.version)
+        if sums is None or view is None:
+            values = [estimate(message) for message in messages]
+            return self.fixed(request) + sum(values), sum(values[:index])
+        whole, before = sums
+        for position, marked in view.marks.items():  # what a mark changes, if anything
+            change = estimate(marked) - estimate(view.originals[position])
+            whole += change
+            before += change if position < index else 0
+        return self.fixed(request) + whole, before
 
 
 @dataclass(frozen=True)

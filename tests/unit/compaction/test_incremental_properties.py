@@ -1,13 +1,13 @@
-"""Property: the incremental outgoing copy and checks equal the full recomputation.
+"""Property: the session's outgoing copy and its checks equal the full recomputation.
 
 A session is driven through random steps: messages appended (valid histories mixed
 with broken messages the store may hold: empty text, two user messages in a row, orphan
 and duplicate results, reused tool ids, client cache markers), the keep boundary moved
-(a compaction), the process restarted (fresh memos), and the outgoing request edited
-the way middleware does (a message replaced, a block marked for the cache). At every
-step the incremental answer (the checks, the breakpoint count and the API body, which
-follow the copies' lineage) must be the answer of the plain functions over a plain copy
-of the request, request for request.
+(a compaction), the process restarted (a fresh copy), truncation steps with the cut moving
+both ways, and the outgoing request edited the way middleware does (a block marked for
+the cache through the copy's view, or a message replaced in a plain tuple). At every step
+the copy's answers (the messages, the checks, the breakpoint count, the estimate and the
+API body) must be those of the plain functions over a plain copy of the request.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hango.compaction.repair import SendableCopy, merge_consecutive, sendable
-from hango.compaction.validate import RequestChecker, count_breakpoints, validate_request
-from hango.core.identity import replaced
+from hango.compaction.outgoing import OutgoingCopy
+from hango.compaction.repair import merge_consecutive, sendable
+from hango.compaction.tool_args import Truncation, TruncationResult, truncate_tool_args
+from hango.compaction.validate import count_breakpoints, validate_request
 from hango.core.messages import (
     CacheControl,
     Message,
@@ -26,7 +27,9 @@ from hango.core.messages import (
     TextBlock,
     ToolResultBlock,
 )
-from tests.histories import call, calls, histories, result, results, user
+from hango.core.sent import SentMessages
+from hango.tokens.measure import RequestEstimate
+from tests.histories import CharEstimator, call, calls, histories, payload, result, results, user
 from tests.properties import examples
 
 BROKEN = (
@@ -46,11 +49,21 @@ BROKEN = (
 )
 
 BASE = Request(model="m", max_tokens=10, messages=())
+ESTIMATOR = CharEstimator()
+MAX_TOKENS = 40
+TRUNCATION = Truncation(max_tokens=MAX_TOKENS, estimator=ESTIMATOR)
+LARGE = (
+    user("go"),
+    calls(call("toolu_big", "write_file", content=payload(400, "toolu_big"))),
+    results(result("toolu_big", payload(400, "toolu_big"))),
+)
 
 Step = tuple[str, int]
 steps = st.lists(
     st.tuples(
-        st.sampled_from(["append", "append", "append", "broken", "compact", "restart", "edit"]),
+        st.sampled_from(
+            ["append", "append", "append", "broken", "compact", "restart", "edit", "truncate"]
+        ),
         st.integers(min_value=0, max_value=10_000),
     ),
     min_size=1,
@@ -73,8 +86,8 @@ class Session:
         self.restart()
 
     def restart(self) -> None:
-        self.copy = SendableCopy()
-        self.checker = RequestChecker()
+        self.copy = OutgoingCopy(ESTIMATOR)
+        self.cut = 0
 
     def append(self, message: Message) -> None:
         turn = len(self.stored)
@@ -91,28 +104,42 @@ class Session:
             self.kept_from = 1 + pick % len(self.stored)
         elif action == "restart":
             self.restart()
+        elif action == "truncate":
+            self.cut = pick % (len(self.stored) + 2)
         return self.request(edit=pick if action == "edit" else None)
 
     def request(self, edit: int | None) -> Request | None:
         kept = [m for m in self.stored if m.seq >= self.kept_from]
         if not kept:
             return None
-        incremental = self.copy.update(kept)
-        joined, seqs = merge_consecutive(kept)
-        assert incremental == (sendable(joined), seqs)
+        grown, seqs = self.copy.update(kept)
+        joined, plain_seqs = merge_consecutive(kept)
+        # Grown, the copy keeps the cut of its last truncation step.
+        assert (grown, seqs) == (truncated(sendable(joined), self.copy.cut).messages, plain_seqs)
         assert tuple(self.copy.stored) == tuple(kept)
-        messages = incremental[0]
+        messages: tuple[Message, ...] = self.copy.truncate_below(self.cut, TRUNCATION)
+        expected = truncated(sendable(joined), self.cut)
+        assert messages == expected.messages
+        assert self.copy.truncation_gain(0, self.cut, TRUNCATION)[0] == expected.truncated
         if edit is not None:
             index = edit % len(messages)
-            replacement = (
-                marked(messages[index]),
-                BROKEN[edit % len(BROKEN)],
-                # Fine on its own, but it drops the calls or answers its neighbours need.
-                Message(role=messages[index].role, content="plain"),
-            )[edit % 3]
-            # As middleware does: a Derived of the copy, so the lineage path is exercised.
-            messages = replaced(messages, {index: replacement})
+            if edit % 2 and isinstance(messages, SentMessages):
+                # As the prompt-cache middleware does: marks through the copy's view.
+                messages = messages.with_marks({index: marked(messages[index])})
+            else:
+                replacement = (
+                    BROKEN[edit % len(BROKEN)],
+                    # Fine on its own, but it drops the calls or answers its neighbours need.
+                    Message(role=messages[index].role, content="plain"),
+                )[edit % 4 // 2]
+                messages = tuple(replacement if n == index else m for n, m in enumerate(messages))
         return BASE.model_copy(update={"messages": messages})
+
+
+def truncated(messages: tuple[Message, ...], cut: int) -> TruncationResult:
+    return truncate_tool_args(
+        messages, protect_from=cut, max_tokens=MAX_TOKENS, estimator=ESTIMATOR
+    )
 
 
 @settings(deadline=None, max_examples=examples(150))
@@ -120,17 +147,19 @@ class Session:
 def test_incremental_copy_and_checks_equal_the_full_recomputation(
     history: tuple[Message, ...], plan: list[Step]
 ) -> None:
-    session = Session(history)
+    session = Session((*LARGE, *history))
     for action, pick in plan:
         request = session.step(action, pick)
         if request is None:
             continue
-        # The plain functions over a plain copy: no lineage, every position looked at.
+        # The plain functions over a plain copy: every position looked at.
         plain = Request.model_validate(request.to_api())
         assert type(plain.messages) is tuple
-        assert session.checker.validate(request) == validate_request(plain)
+        assert session.copy.violations(request) == validate_request(plain)
         assert count_breakpoints(request) == count_breakpoints(plain)
         assert request.api_body() == plain.to_api()
+        estimate = RequestEstimate(ESTIMATOR)
+        assert estimate.split(request, 3) == estimate.split(plain, 3)
 
 
 def test_a_grown_copy_reuses_the_repaired_messages() -> None:
@@ -141,5 +170,6 @@ def test_a_grown_copy_reuses_the_repaired_messages() -> None:
     first, _ = session.copy.update(session.stored)
     session.append(results(result("toolu_1")))
     second, _ = session.copy.update(session.stored)
+    assert first.live() is False and second.live()
     assert all(a is b for a, b in zip(first, second, strict=False))
     assert len(second) == 3

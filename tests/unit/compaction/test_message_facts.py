@@ -1,17 +1,20 @@
-"""The checker's running counts read the same ids and breakpoints as the full rules."""
+"""The outgoing copy's running breakpoint count, with marks placed on its view, reads what
+the full count reads in the same messages."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hango.compaction.validate import _facts, count_breakpoints
+from hango.compaction.outgoing import OutgoingCopy
+from hango.compaction.validate import count_breakpoints
 from hango.core.messages import (
     CacheControl,
     ContentBlock,
     ImageBlock,
     Message,
     Request,
+    StoredMessage,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -57,10 +60,19 @@ messages = st.one_of(
 )
 
 
-@given(messages)
+@given(messages, messages)
 @settings(deadline=None, max_examples=examples(200))
-def test_the_counted_facts_equal_what_the_request_holds(message: Message) -> None:
-    facts = _facts(message)
-    assert facts.uses == tuple(use.id for use in message.tool_uses())
-    request = Request(model="m", max_tokens=1, messages=(message,))
-    assert facts.breakpoints == count_breakpoints(request)
+def test_the_counted_breakpoints_equal_what_the_request_holds(
+    first: Message, second: Message
+) -> None:
+    copy = OutgoingCopy()
+    stored = [
+        StoredMessage(seq=1, turn=1, message=Message(role="user", content="go")),
+        StoredMessage(seq=2, turn=1, message=Message(role="assistant", content="ok")),
+    ]
+    view, _ = copy.update(stored)
+    marked = view.with_marks({0: first}).with_marks({1: second})
+    request = Request(model="m", max_tokens=1, messages=marked)
+    plain = Request(model="m", max_tokens=1, messages=(first, second))
+    assert marked.live()
+    assert count_breakpoints(request) == count_breakpoints(plain)

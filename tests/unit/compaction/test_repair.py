@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from hango.compaction.outgoing import OutgoingCopy
 from hango.compaction.repair import (
     EMPTY_PLACEHOLDER,
     MISSING_RESULT,
-    SendableCopy,
     merge_consecutive,
     sendable,
 )
@@ -132,7 +132,7 @@ def test_a_reused_tool_use_id_is_made_unique_in_the_sent_copy() -> None:
 def test_the_incremental_copy_makes_reused_ids_unique_like_the_whole_one() -> None:
     messages = _reused_id_transcript()
     stored = [StoredMessage(seq=i + 1, turn=1, message=m) for i, m in enumerate(messages)]
-    copy = SendableCopy()
+    copy = OutgoingCopy()
     for end in range(1, len(stored) + 1):
         grown, _ = copy.update(stored[:end])
         assert grown == sendable(messages[:end])
@@ -144,7 +144,7 @@ def test_a_head_read_back_from_the_store_does_not_restart_the_copy() -> None:
     head = Message(role="user", content="[summary of messages 1-4]")
     messages = _reused_id_transcript()
     stored = [StoredMessage(seq=i + 1, turn=1, message=m) for i, m in enumerate(messages)]
-    copy = SendableCopy()
+    copy = OutgoingCopy()
     first, seqs = copy.update(stored, head, 1)  # kept from the first assistant message
     again = Message.model_validate(head.to_api())
     assert again == head and again is not head

@@ -301,28 +301,3 @@ class CountingEstimator(CharEstimator):
     def estimate(self, text: str) -> int:
         self.calls += 1
         return super().estimate(text)
-
-
-def test_memo_makes_a_repeat_pass_free_and_returns_the_same_copies() -> None:
-    from hango.compaction.tool_args import TruncationMemo
-
-    big = ToolUseBlock(id="toolu_big", name="write_file", input={"content": "x" * 20_000})
-    history = (
-        Message(role="user", content="go"),
-        Message(role="assistant", content=(big,)),
-        Message(role="user", content=(ToolResultBlock(tool_use_id="toolu_big", content="ok"),)),
-        Message(role="assistant", content="done"),
-    )
-    estimator, memo = CountingEstimator(), TruncationMemo()
-    first = truncate_tool_args(
-        history, protect_from=3, max_tokens=100, estimator=estimator, memo=memo
-    )
-    calls_after_first = estimator.calls
-    second = truncate_tool_args(
-        history, protect_from=3, max_tokens=100, estimator=estimator, memo=memo
-    )
-    assert first.truncated == second.truncated == 1
-    assert estimator.calls == calls_after_first
-    assert second.messages[1] is first.messages[1]
-    fresh = truncate_tool_args(history, protect_from=3, max_tokens=100, estimator=CharEstimator())
-    assert fresh.messages == first.messages

@@ -3,6 +3,7 @@ is parsed, and the result is always what parsing the whole body gives."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -10,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hango.core.identity import derived, edited
-from hango.core.messages import Message, Request
+from hango.compaction.outgoing import OutgoingCopy
+from hango.core.messages import Message, Request, StoredMessage
 from hango.gateway.body import Bodies, BodyError
 from hango.gateway.upstream import upstream_body
 from tests.properties import examples
@@ -155,12 +156,17 @@ def test_the_upstream_body_keeps_the_clients_bytes_around_the_pipelines_messages
     assert json.loads(upstream_body(body.raw, request)) == json.loads(out)
 
 
-def test_along_the_outgoing_lineage_only_the_changed_messages_are_serialized(
+def test_from_the_outgoing_copy_only_the_changed_messages_are_serialized(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     base = Request(model="m", max_tokens=5, messages=())
-    first = derived([Message(role="user", content=f"m{i}") for i in range(50)], None)
-    # As the loop makes its requests: a copy, so the messages stay the lineage's.
+    copy = OutgoingCopy()
+    stored = [
+        StoredMessage(seq=i + 1, turn=1, message=Message(role=role, content=f"m{i}"))
+        for i, role in zip(range(50), itertools.cycle(("user", "assistant")), strict=False)
+    ]
+    # As the loop makes its requests: the copy's messages.
+    first, _ = copy.update(stored)
     upstream_body({"model": "m"}, base.model_copy(update={"messages": first}))
     serialized: list[Message] = []
     to_api = Message.to_api
@@ -170,8 +176,8 @@ def test_along_the_outgoing_lineage_only_the_changed_messages_are_serialized(
         return to_api(message)
 
     monkeypatch.setattr(Message, "to_api", counted)
-    newest = Message(role="assistant", content="new")
-    second = edited(first, {}, tail=[newest])
+    newest = Message(role="user", content="new")
+    second, _ = copy.update([*stored, StoredMessage(seq=51, turn=2, message=newest)])
 
     out = upstream_body({"model": "m"}, base.model_copy(update={"messages": second}))
 

@@ -1,11 +1,13 @@
-"""The incremental truncation middleware decides exactly as the full recomputation does.
+"""The truncation middleware on the session's outgoing copy decides exactly as the full
+recomputation does.
 
-``FullRecomputation`` below is the middleware as it was before it kept running sums: every
-call it truncates every message below the keep window and estimates the whole request.
-Random sessions (tool rounds appended, steps, compactions that replace the prefix by a
-summary message, joined messages rebuilt as new objects) go through both, each with its
-own run state, and every call must leave the same truncation point, send the same
-messages and report the same ``changed_from``.
+``FullRecomputation`` below is the middleware without the copy: every call it truncates
+every message below the keep window and estimates the whole request. Random sessions
+(tool rounds appended, steps, compactions that replace the prefix by a summary message,
+joined messages rebuilt as new objects) go through both, the middleware on an
+:class:`OutgoingCopy` fed the stored messages as the loop feeds it, each with its own run
+state, and every call must leave the same truncation point, send the same messages and
+report the same ``changed_from``.
 """
 
 from __future__ import annotations
@@ -17,14 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hango.compaction.tool_args import (
-    RunningSums,
-    TruncationLedger,
-    TruncationMemo,
-    truncate_tool_args,
-)
+from hango.compaction.outgoing import OutgoingCopy, Sums
+from hango.compaction.tool_args import truncate_tool_args
 from hango.core.collection import Prefix
-from hango.core.messages import Message, Request, Response
+from hango.core.messages import Message, Request, Response, StoredMessage
 from hango.core.profiles import ModelProfile
 from hango.middleware.base import Handler, ModelCall, PassThrough, StateHolder
 from hango.middleware.tool_args import (
@@ -53,7 +51,6 @@ class FullRecomputation(PassThrough):
     def __init__(self, profile: ModelProfile, estimator: CharEstimator) -> None:
         self.profile = profile
         self.estimator = estimator
-        self.memo = TruncationMemo()
 
     def wrap(self, model_call: ModelCall, call_next: Handler) -> Response:
         previous = model_call.state.state.truncated_before_seq
@@ -64,7 +61,6 @@ class FullRecomputation(PassThrough):
             protect_from=cut,
             max_tokens=MAX_TOKENS,
             estimator=self.estimator,
-            memo=self.memo,
         )
         if outcome.truncated == 0:
             return call_next(model_call)
@@ -91,7 +87,6 @@ class FullRecomputation(PassThrough):
             protect_from=len(pending),
             max_tokens=MAX_TOKENS,
             estimator=self.estimator,
-            memo=self.memo,
         )
         if not cut.changed:
             return current
@@ -123,9 +118,19 @@ def run(
     holder: StateHolder,
     messages: tuple[Message, ...],
     seqs: tuple[int | None, ...],
+    copy: OutgoingCopy | None = None,
 ) -> Sent:
+    """One call through ``middleware``: over the plain ``messages``, or, given a ``copy``,
+    over what the copy makes of the same stored messages (as the loop calls it)."""
+    if copy is not None:
+        pairs = zip(seqs, messages, strict=True)
+        stored = [StoredMessage(seq=n, turn=1, message=m) for n, m in pairs if n is not None]
+        head = messages[0] if seqs and seqs[0] is None else None
+        messages, seqs = copy.update(stored, head)  # type: ignore[assignment]
     request = Request(model="m", max_tokens=10, messages=messages, system="You are an agent.")
-    model_call = ModelCall(session_id="s", turn=1, request=request, seqs=seqs, state=holder)
+    model_call = ModelCall(
+        session_id="s", turn=1, request=request, seqs=seqs, state=holder, copy=copy
+    )
     reached: list[ModelCall] = []
 
     def terminal(c: ModelCall) -> Response:
@@ -175,6 +180,7 @@ def test_incremental_decisions_equal_the_full_recomputation(
     )
     reference = FullRecomputation(profile, estimator)
     fast, slow = StateHolder(), StateHolder()
+    copy = OutgoingCopy(estimator)
     stored: list[tuple[int, Message]] = []
     head: Message | None = None
     kept_from = 0
@@ -200,29 +206,29 @@ def test_incremental_decisions_equal_the_full_recomputation(
             messages, seqs = (head, *messages), (None, *seqs)
         if not messages:
             continue
-        assert run(incremental, fast, messages, seqs) == run(reference, slow, messages, seqs)
+        assert run(incremental, fast, messages, seqs, copy) == run(reference, slow, messages, seqs)
 
 
 def test_the_sums_follow_updates_truncation_and_growth() -> None:
     values = [5, 0, 3, 9, 1, 7, 2, 8, 6, 4]
-    sums = RunningSums()
-    for value in values:
-        sums.append(value)
-    sums.set(3, 1)
+    sums = Sums()
+    for index, value in enumerate(values):
+        sums.put(index, value)
+    assert sums.upto(5) == sum(values[:5])
+    sums.put(3, 1)
     values[3] = 1
-    sums.truncate(7)
+    sums.cut(7)
     del values[7:]
-    sums.append(11)
+    sums.put(7, 11)
     values.append(11)
     for start in range(len(values) + 1):
         for end in range(start, len(values) + 1):
-            assert sums.range(start, end) == sum(values[start:end])
+            assert sums.between(start, end) == sum(values[start:end])
 
 
-def test_the_ledger_refuses_a_negative_protection_point() -> None:
-    ledger = TruncationLedger(max_tokens=MAX_TOKENS, estimator=CharEstimator())
+def test_truncation_refuses_a_negative_protection_point() -> None:
     with pytest.raises(ValueError, match="protect_from"):
-        ledger.truncated(-1)
+        truncate_tool_args((), protect_from=-1, max_tokens=MAX_TOKENS, estimator=CharEstimator())
 
 
 def test_a_growing_session_takes_steps_and_both_agree_on_each() -> None:
@@ -241,6 +247,7 @@ def test_a_growing_session_takes_steps_and_both_agree_on_each() -> None:
     )
     reference = FullRecomputation(profile, estimator)
     fast, slow = StateHolder(), StateHolder()
+    copy = OutgoingCopy(estimator)
     messages: tuple[Message, ...] = ()
     points = set()
     for number in range(80):
@@ -250,7 +257,7 @@ def test_a_growing_session_takes_steps_and_both_agree_on_each() -> None:
             results(result(tool_id, payload(300, "r"))),
         )
         seqs = tuple(range(1, len(messages) + 1))
-        sent = run(incremental, fast, messages, seqs)
+        sent = run(incremental, fast, messages, seqs, copy)
         assert sent == run(reference, slow, messages, seqs)
         points.add(sent.truncated_before_seq)
     assert len(points - {0}) >= 2, points

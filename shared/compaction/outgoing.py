@@ -1,0 +1,348 @@
+"""One session's outgoing copy: what is sent for each stored message, and what is known of it.
+
+The copy is ``[head] + sendable(merge_consecutive(stored[start:]))`` (``repair.py``), with
+the messages below the truncation cut sent in their truncated forms (``tool_args.py``).
+Per position it holds the stored message behind it, the form that is sent, its API JSON,
+its token estimate (with running sums) and the facts validation needs. It knows what
+changed because it made every change, and only three things change it:
+
+* **growth** (:meth:`OutgoingCopy.update`): messages appended to the store extend the copy
+  at its tail (the last message is redone when a new one of the same role joins it);
+* **a truncation step** (:meth:`OutgoingCopy.truncate_below`): the cut moves over a range;
+* **a restart** (a new compaction record, another start or head, a store that no longer
+  begins with what was seen): everything is redone from the stored messages.
+
+What the copy hands out is a :class:`~hango.core.sent.SentMessages` made at its current
+version, a real tuple: nothing it keeps is shared with a caller. Validation runs the rule
+functions of ``validate.py`` at the changed positions and their neighbours (everything
+after a restart or after any check that failed), never a second copy of the rules.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from hango.compaction.repair import UsedIds, joined, repair_message
+from hango.compaction.validate import (
+    MAX_BREAKPOINTS,
+    Violation,
+    fixed_facts,
+    marked_breakpoints,
+    message_breakpoints,
+    position_violations,
+    validate_messages,
+    validate_request,
+)
+from hango.core.collection import Prefix
+from hango.core.messages import Message, Request, StoredMessage, message_json
+from hango.core.sent import SentMessages, live_view
+from hango.tokens.base import Estimator
+
+Truncate = Callable[[Message], tuple[Message, int, int]]
+"""What truncation makes of a message: its sent form, the blocks cut, the tokens saved."""
+
+
+class Sums:
+    """Integers by position with sums of any prefix, kept as running totals.
+
+    A copy changes at its tail (growth) or over a range once in a while (a truncation
+    step), so the totals are redone from the first changed position, lazily.
+    """
+
+    def __init__(self) -> None:
+        self.values: list[int] = []
+        self._prefix = [0]  # _prefix[k] == sum(values[:k]), for k up to len(_prefix) - 1
+
+    def put(self, index: int, value: int) -> None:
+        if index == len(self.values):
+            self.values.append(value)
+        else:
+            self.values[index] = value
+        del self._prefix[index + 1 :]
+
+    def cut(self, length: int) -> None:
+        del self.values[length:]
+        del self._prefix[length + 1 :]
+
+    def upto(self, end: int) -> int:
+        """``sum(values[:end])``."""
+        end = min(end, len(self.values))
+        known = len(self._prefix) - 1
+        if end > known:
+            sums = itertools.accumulate(self.values[known:end], initial=self._prefix[-1])
+            self._prefix.extend(itertools.islice(sums, 1, None))
+        return self._prefix[end]
+
+    def between(self, start: int, end: int) -> int:
+        return self.upto(end) - self.upto(start) if end > start else 0
+
+
+class _Checks:
+    """The two request-wide facts (unique tool ids, breakpoints), kept as running counts."""
+
+    def __init__(self) -> None:
+        self.facts: list[tuple[tuple[str, ...], int]] = []
+        self.breakpoints = 0
+        self.use_counts: Counter[str] = Counter()
+        self.duplicated: set[str] = set()
+
+    def put(self, index: int, message: Message) -> None:
+        facts = (tuple(use.id for use in message.tool_uses()), message_breakpoints(message))
+        if index < len(self.facts):
+            self._forget(self.facts[index])
+            self.facts[index] = facts
+        else:
+            self.facts.append(facts)
+        self.breakpoints += facts[1]
+        for use_id in facts[0]:
+            self.use_counts[use_id] += 1
+            if self.use_counts[use_id] > 1:
+                self.duplicated.add(use_id)
+
+    def _forget(self, facts: tuple[tuple[str, ...], int]) -> None:
+        self.breakpoints -= facts[1]
+        for use_id in facts[0]:
+            self.use_counts[use_id] -= 1
+            if self.use_counts[use_id] <= 1:
+                self.duplicated.discard(use_id)
+
+
+class OutgoingCopy:
+    """The outgoing copy of one session (see the module's docstring).
+
+    ``estimator`` is the one whose figures the copy keeps per position (the agent's);
+    asked with another, it answers ``None`` and the caller estimates the messages itself.
+    """
+
+    _cut: int
+    _truncate: Truncate | None
+
+    def __init__(self, estimator: Estimator | None = None) -> None:
+        self.estimator = estimator
+        self.version = 0
+        self._lock = threading.Lock()
+        self._source: Sequence[StoredMessage] | None = None
+        self._restart(0, None)
+
+    # -- what changes the copy ------------------------------------------------------------
+
+    def update(
+        self, stored: Sequence[StoredMessage], head: Message | None = None, start: int = 0
+    ) -> tuple[SentMessages, Prefix[int | None]]:
+        """The copy of ``[head] + stored[start:]`` and each position's sequence number (the
+        head: ``None``), grown from what it was or restarted."""
+        with self._lock:
+            if not self._extends(stored, head, start):
+                self._restart(start, head)
+            self._source = stored
+            seen = len(self._seen)
+            if start + seen < len(stored):
+                redo_from = self._grow(stored[start + seen :])
+                self._forget_forms(redo_from)
+                for index in range(redo_from, len(self._repaired)):
+                    self._put(index, self._form_at(index))
+                self.version += 1
+            return self._current(), Prefix(self._seqs, len(self._sent))
+
+    def truncate_below(self, cut: int, truncate: Truncate) -> SentMessages:
+        """The copy with every message below ``cut`` sent in its truncated form."""
+        with self._lock:
+            if truncate is not self._truncate:
+                self._truncate = truncate
+                self._forget_forms(0)
+                self._refresh_below(self._cut)
+            cut = min(cut, len(self._sent))
+            if cut != self._cut:
+                low, high = sorted((cut, self._cut))
+                self._cut = cut
+                self._refresh_range(low, high)
+            return self._current()
+
+    def truncation_gain(self, start: int, end: int, truncate: Truncate) -> tuple[int, int]:
+        """Blocks truncation shortens in ``[start, end)`` and the tokens it saves there."""
+        with self._lock:
+            if truncate is not self._truncate:
+                self._truncate = truncate
+                self._forget_forms(0)
+                self._refresh_below(self._cut)
+            self._reach(end)
+            return self._cut_blocks.between(start, end), self._cut_saved.between(start, end)
+
+    @property
+    def stored(self) -> Prefix[StoredMessage]:
+        """The stored messages behind the copy (from the start it was given)."""
+        return Prefix(self._seen)
+
+    @property
+    def cut(self) -> int:
+        return self._cut
+
+    # -- what the copy answers for its views ---------------------------------------------
+
+    @property
+    def breakpoints(self) -> int:
+        return self._checks.breakpoints
+
+    def json_parts(self, version: int) -> list[bytes] | None:
+        with self._lock:
+            return list(self._json) if version == self.version else None
+
+    def token_sums(self, estimator: object, split: int, version: int) -> tuple[int, int] | None:
+        with self._lock:
+            if estimator is not self.estimator or version != self.version:
+                return None
+            return self._tokens.upto(len(self._sent)), self._tokens.upto(split)
+
+    def made(self, messages: Sequence[Message]) -> bool:
+        """Whether ``messages`` is the copy as it is now (marked for the cache or not)."""
+        view = live_view(messages)
+        return view is not None and view.source is self
+
+    def violations(self, request: Request) -> list[Violation]:
+        """:func:`validate_request`'s answer, checking only what changed since the last
+        check when ``request`` holds this copy's messages."""
+        view = live_view(request.messages)
+        if view is None or view.source is not self:
+            return validate_request(request)
+        with self._lock:
+            fine = self._fine() and self._marks_fine(view)
+            breakpoints = self._checks.breakpoints + marked_breakpoints(view)
+        fixed = fixed_facts(request)
+        if fine and not fixed.empty_system and fixed.breakpoints + breakpoints <= MAX_BREAKPOINTS:
+            return []
+        return validate_request(request)
+
+    # -- inside ---------------------------------------------------------------------------
+
+    def _restart(self, start: int, head: Message | None) -> None:
+        self._start, self._head = start, head
+        self._seen: list[StoredMessage] = []
+        self._joined: list[Message] = []
+        # Only ever appended to (a joined message keeps its first part's number).
+        self._seqs: list[int | None] = [] if head is None else [None]
+        self._repaired: list[Message] = [] if head is None else [head]
+        self._ids = UsedIds()
+        self._cut = 0
+        self._truncate = None
+        self._forms: list[Message] = []
+        self._cut_blocks, self._cut_saved = Sums(), Sums()
+        self._sent: list[Message] = []
+        self._json: list[bytes] = []
+        self._tokens = Sums()
+        self._checks = _Checks()
+        self._unchecked: set[int] = set()
+        self._checked = False  # whether every position was found valid since the restart
+        self._view: SentMessages | None = None
+        if head is not None:
+            self._put(0, head)
+        self.version += 1
+
+    def _extends(self, stored: Sequence[StoredMessage], head: Message | None, start: int) -> bool:
+        """Whether ``stored[start:]`` begins with exactly the messages seen so far."""
+        # A new turn reads its record back from the store, so its head message is a new
+        # object equal to the one the copy holds: the copy goes on with the one it has.
+        if start != self._start or (head is not self._head and head != self._head):
+            return False
+        seen = len(self._seen)
+        if len(stored) < start + seen:
+            return False
+        if not seen:
+            return True
+        if stored is self._source:
+            # The same list, only ever appended to: its seen part is what it was.
+            return stored[start + seen - 1] is self._seen[-1]
+        return tuple(stored[start : start + seen]) == tuple(self._seen)
+
+    def _grow(self, new: Sequence[StoredMessage]) -> int:
+        """Repair ``new`` onto the copy; the first position that was redone."""
+        redo_from = len(self._repaired)
+        for item in new:
+            self._seen.append(item)
+            if self._joined and self._joined[-1].role == item.message.role:
+                # The last joined message grows: redo it.
+                self._joined[-1] = joined(self._joined[-1], item.message)
+                self._ids.drop_last()
+                self._repaired[-1] = self._repair_last()
+                redo_from = min(redo_from, len(self._repaired) - 1)
+                continue
+            self._joined.append(item.message)
+            self._seqs.append(item.seq)
+            self._repaired.append(self._repair_last())
+        return redo_from
+
+    def _repair_last(self) -> Message:
+        previous = self._joined[-2] if len(self._joined) > 1 else None
+        return self._ids.unique(repair_message(self._joined[-1], previous))
+
+    def _put(self, index: int, message: Message) -> None:
+        """``message`` is sent at ``index`` (a position that exists, or the next one)."""
+        if index == len(self._sent):
+            self._sent.append(message)
+            self._json.append(message_json(message))
+        else:
+            self._sent[index] = message
+            self._json[index] = message_json(message)
+        if self.estimator is not None:
+            self._tokens.put(index, self.estimator.estimate_message(message))
+        self._checks.put(index, message)
+        self._unchecked.update((index - 1, index, index + 1))
+
+    def _form_at(self, index: int) -> Message:
+        if index >= self._cut:
+            return self._repaired[index]
+        self._reach(index + 1)
+        return self._forms[index]
+
+    def _refresh_range(self, low: int, high: int) -> None:
+        for index in range(low, high):
+            self._put(index, self._form_at(index))
+        self.version += 1
+
+    def _refresh_below(self, cut: int) -> None:
+        self._refresh_range(0, min(cut, len(self._sent)))
+
+    def _reach(self, end: int) -> None:
+        """Work out the truncated forms of the positions below ``end``."""
+        truncate = self._truncate
+        if truncate is None:
+            raise RuntimeError("no truncation was given to the outgoing copy")
+        for index in range(len(self._forms), min(end, len(self._repaired))):
+            form, blocks, saved = truncate(self._repaired[index])
+            self._forms.append(form)
+            self._cut_blocks.put(index, blocks)
+            self._cut_saved.put(index, saved)
+
+    def _forget_forms(self, start: int) -> None:
+        del self._forms[start:]
+        self._cut_blocks.cut(start)
+        self._cut_saved.cut(start)
+
+    def _current(self) -> SentMessages:
+        view = self._view
+        if view is None or view.version != self.version:
+            view = self._view = SentMessages(self._sent, self, self.version)
+        return view
+
+    def _fine(self) -> bool:
+        """Whether the copy's messages pass every rule, checking what changed since the
+        last check that passed."""
+        sent, checks = self._sent, self._checks
+        if not sent or sent[0].role != "user" or checks.duplicated:
+            self._checked = False
+            return False
+        if self._checked:
+            last = len(sent) - 1
+            around = (i for i in self._unchecked if 0 <= i <= last)
+            fine = not any(position_violations(sent, i, None) for i in around)
+        else:
+            fine = not validate_messages(sent)
+        self._checked = fine
+        self._unchecked.clear()
+        return fine
+
+    def _marks_fine(self, view: SentMessages) -> bool:
+        around = {n for i in view.marks for n in (i - 1, i, i + 1) if 0 <= n < len(view)}
+        return not any(position_violations(view, i, None) for i in around)

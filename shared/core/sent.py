@@ -1,0 +1,89 @@
+"""The outgoing messages as a session's copy made them, with what that copy knows of them.
+
+A :class:`SentMessages` is a real tuple of messages. Beside its elements it names the copy
+that made it (:class:`~hango.compaction.outgoing.OutgoingCopy`) and the version of that
+copy it was made from; while the copy is at that version, the copy answers for it what it
+keeps per position (each message's API JSON, the running token total, the breakpoint
+count) instead of a walk over the history. Once the copy moves on, or for any other tuple,
+the plain functions answer: a stale or foreign sequence costs a walk, never a wrong body.
+
+The prompt-cache middleware marks at most four positions (:meth:`SentMessages.with_marks`):
+the marked view keeps its copy and says which positions differ from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from hango.core.messages import Message
+
+
+class CopySource(Protocol):
+    """What a copy answers for the views it made (see :class:`SentMessages`)."""
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def breakpoints(self) -> int:
+        """``cache_control`` markers in the copy's messages."""
+        ...
+
+    def json_parts(self, version: int) -> list[bytes] | None:
+        """Each message's serialized JSON (:func:`~hango.core.messages.message_json`), a
+        fresh list (``None``: the copy is no longer at ``version``)."""
+        ...
+
+    def token_sums(self, estimator: object, split: int, version: int) -> tuple[int, int] | None:
+        """The messages' estimate and that of the first ``split`` of them, by ``estimator``
+        (``None``: the copy keeps another estimator's figures, or none, or has moved on)."""
+        ...
+
+
+class SentMessages(tuple["Message", ...]):
+    """Messages made by a copy at one of its versions, with the positions marked since."""
+
+    source: CopySource
+    version: int
+    marks: Mapping[int, Message]
+    originals: Mapping[int, Message]
+
+    def __new__(
+        cls,
+        items: Iterable[Message],
+        source: CopySource,
+        version: int,
+        marks: Mapping[int, Message] | None = None,
+        originals: Mapping[int, Message] | None = None,
+    ) -> SentMessages:
+        made = super().__new__(cls, items)
+        made.source, made.version = source, version
+        made.marks, made.originals = marks or {}, originals or {}
+        return made
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (tuple, (tuple(self),))
+
+    def live(self) -> bool:
+        """Whether the copy is still at the version these messages were made from."""
+        return self.source.version == self.version
+
+    def with_marks(self, marked: Mapping[int, Message]) -> SentMessages:
+        """These messages with the ones at ``marked``'s positions replaced by their marked
+        forms (the same message with ``cache_control`` on some blocks)."""
+        items = list(self)
+        originals = dict(self.originals)
+        for index, message in marked.items():
+            originals.setdefault(index, items[index])
+            items[index] = message
+        marks = {**self.marks, **marked}
+        return SentMessages(items, self.source, self.version, marks, originals)
+
+
+def live_view(messages: object) -> SentMessages | None:
+    """``messages`` when a copy still answers for them, else ``None``."""
+    if isinstance(messages, SentMessages) and messages.live():
+        return messages
+    return None
