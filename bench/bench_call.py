@@ -55,6 +55,7 @@ from hango.core.messages import Message, Request, Response, TextBlock, Usage
 from hango.core.settings import load_settings
 from hango.middleware.base import StateHolder
 from hango.middleware.summarization import SummarizationMiddleware
+from hango.middleware.tool_args import ToolArgTruncationMiddleware
 from hango.providers.anthropic import AnthropicProvider
 from hango.providers.base import Capabilities, Provider
 from hango.providers.scripted import ScriptedProvider
@@ -273,16 +274,21 @@ def truncation_step(hango: Hango) -> Step:
     """Regime (c): the call that moves the truncation cut, from the uncut state each time.
 
     The window puts the request under the watermark but past half the trigger, where a
-    step that clears enough is taken; the session's per-position memos are warm, as in a
-    live session whose step covers what lies below the keep window.
+    step that clears enough is taken; the truncated forms are known (each call in a live
+    session weighs the range the step covers), their JSON is made by the timed call.
     """
     agent = at_share(hango, STEP_SHARE)
     loop = agent.loop
     ctx = loop.begin_turn(SESSION)
     uncut = ctx.holder.state.model_copy(update={"truncated_before_seq": 0})
+    truncation = next(m for m in loop.chain if isinstance(m, ToolArgTruncationMiddleware))
 
     def prepare() -> None:
         ctx.holder = StateHolder(uncut)
+        # The copy sends the uncut messages again, so the timed step re-sends (serializes)
+        # every message it newly truncates; the truncated forms stay known, as in a live
+        # session where each call already weighed the range the step covers.
+        ctx.memory.copy.truncate_below(0, truncation.truncation)
 
     def call() -> object:
         loop.call_model(ctx)

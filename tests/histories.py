@@ -11,13 +11,16 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hypothesis import strategies as st
 
+from hango.compaction.groups import group_starts
 from hango.core.messages import (
     ContentBlock,
     ImageBlock,
@@ -298,3 +301,27 @@ def histories(
         else:
             _tool_step(draw, builder, max_batch)
     return builder.build()
+
+
+# --- test oracles over the group starts ------------------------------------------------
+
+
+def boundaries_from(messages: Sequence[Message], start: int) -> list[int]:
+    """Every group start at or after ``start``, ascending (candidate boundaries)."""
+    starts = group_starts(messages)
+    return starts[bisect.bisect_left(starts, start) :]
+
+
+def tool_groups(messages: Sequence[Message]) -> list[range]:
+    """The messages partitioned into atomic units, in order.
+
+    Each unit starts at a group start (or at 0 for the leading user message) and runs to
+    the next one; together the ranges cover ``range(len(messages))`` exactly once.
+    """
+    cuts = [0, *(start for start in group_starts(messages) if start > 0), len(messages)]
+    return [range(begin, end) for begin, end in itertools.pairwise(cuts) if end > begin]
+
+
+def is_group_start(messages: Sequence[Message], index: int) -> bool:
+    """Whether a keep boundary may fall at ``index``."""
+    return index in group_starts(messages)

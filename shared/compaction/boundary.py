@@ -11,7 +11,7 @@ start: keeping a few more messages is always safe, keeping fewer could split a b
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Sequence
 
 from hango.compaction.groups import group_starts
@@ -41,13 +41,3 @@ def keep_boundary(
     if position < 0 or starts[position] < min_index:
         return None
     return starts[position]
-
-
-def boundaries_from(messages: Sequence[Message], start: int) -> list[int]:
-    """Every group start at or after ``start``, ascending (candidate boundaries).
-
-    Moving the boundary to a later candidate evicts exactly one more atomic group: the
-    summarization middleware walks these when the kept part alone is over its target.
-    """
-    starts = group_starts(messages)
-    return starts[bisect_left(starts, start) :]

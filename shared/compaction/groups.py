@@ -16,7 +16,6 @@ calls, where a backward search over id intersections would leave an orphan resul
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import pairwise
 
 from hango.core.messages import Message
 
@@ -63,18 +62,3 @@ def group_starts(messages: Sequence[Message]) -> list[int]:
         for index, message in enumerate(messages)
         if message.role == "assistant" and not forbidden[index]
     ]
-
-
-def tool_groups(messages: Sequence[Message]) -> list[range]:
-    """The messages partitioned into atomic units, in order.
-
-    Each unit starts at a group start (or at 0 for the leading user message) and runs to
-    the next one; together the ranges cover ``range(len(messages))`` exactly once.
-    """
-    cuts = [0, *(start for start in group_starts(messages) if start > 0), len(messages)]
-    return [range(begin, end) for begin, end in pairwise(cuts) if end > begin]
-
-
-def is_group_start(messages: Sequence[Message], index: int) -> bool:
-    """Whether a keep boundary may fall at ``index``."""
-    return index in group_starts(messages)

@@ -298,7 +298,9 @@ class OutgoingCopy:
 
     def _refresh_range(self, low: int, high: int) -> None:
         for index in range(low, high):
-            self._put(index, self._form_at(index))
+            form = self._form_at(index)
+            if form is not self._sent[index]:  # most messages have nothing to truncate
+                self._put(index, form)
         self.version += 1
 
     def _refresh_below(self, cut: int) -> None:

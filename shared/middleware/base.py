@@ -177,6 +177,11 @@ class ModelCall:
         return ModelCall(**{**self.__dict__, **changes})
 
     @property
+    def run_state(self) -> RunState:
+        """The run's private state as it is now (the holder's latest)."""
+        return self.state.state
+
+    @property
     def summary_message_present(self) -> bool:
         return bool(self.seqs) and self.seqs[0] is None
 

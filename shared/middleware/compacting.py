@@ -91,7 +91,7 @@ class Compacting(Truncating):
         kept_from_seq = ready.pending.to_seq + 1
         evicted = stored_before(call, kept_from_seq)
         path = conversation_history_path(call.session_id)
-        previous = call.state.state.latest
+        previous = call.run_state.latest
         record = summary_record(
             call, reason, tokens, kept_from_seq, evicted, previous, path, result
         )
@@ -160,7 +160,7 @@ class Compacting(Truncating):
         offload_path = self._offload(call, evicted)
         if offload_path is None:
             return self._truncate(call, tokens) if reason == "overflow" else call
-        previous = call.state.state.latest
+        previous = call.run_state.latest
         job = SummaryJob(
             session_id=call.session_id,
             turn=call.turn,

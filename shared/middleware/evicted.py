@@ -45,7 +45,7 @@ def evicted_request(call: ModelCall, kept_from_seq: int) -> str | None:
     """
     opening = next((m for m in call.stored if m.turn == call.turn), None)
     if opening is None or not opens_a_turn(opening.message):
-        previous = call.state.state.latest
+        previous = call.run_state.latest
         same_turn = previous is not None and previous.at_turn == call.turn
         return previous.user_request if same_turn and previous is not None else None
     if opening.seq >= kept_from_seq:

@@ -119,7 +119,7 @@ class Presummaries:
     def _start(
         self, call: ModelCall, evicted: tuple[StoredMessage, ...], extended: Presummary | None
     ) -> None:
-        previous = call.state.state.latest
+        previous = call.run_state.latest
         pending = PendingSummary(
             turn=call.turn,
             from_seq=evicted[0].seq,
@@ -199,7 +199,7 @@ class Presummaries:
         at dispatch, once: a match pins them.
         """
         pending = ready.pending
-        previous = call.state.state.latest
+        previous = call.run_state.latest
         if pending.basis != (previous.kept_from_seq if previous else None):
             return False
         stored = call.stored
@@ -257,7 +257,7 @@ def _job(
 ) -> SummaryJob:
     """The job of a pre-summary: its whole range on top of the last record's summary, or,
     extending a ready one, only the messages past it on top of that one's text."""
-    previous = call.state.state.latest
+    previous = call.run_state.latest
     base = previous.summary if previous else None
     builds_on = None
     if extended is not None:

@@ -120,7 +120,7 @@ class SummarizationMiddleware(Compacting, PassThrough):
     def _reason(self, call: ModelCall, tokens: int) -> CompactionReason | None:
         summarized_this_turn = any(
             record.at_turn == call.turn and record.reason != "truncate"
-            for record in call.state.state.compactions
+            for record in call.run_state.compactions
         )
         if call.force == "truncate":
             return "truncate"

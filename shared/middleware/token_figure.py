@@ -93,7 +93,7 @@ class TokenFigure:
         self, call: ModelCall, record: CompactionRecord | None = None
     ) -> tuple[object, ...]:
         """What an anchor must share with a request: model, compaction and fixed part."""
-        latest = record or call.state.state.latest
+        latest = record or call.run_state.latest
         kept_from = latest.kept_from_seq if latest is not None else None
         return (call.request.model, kept_from, self.estimate.fixed(call.request))
 

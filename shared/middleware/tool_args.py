@@ -69,7 +69,7 @@ class ToolArgTruncationMiddleware(PassThrough):
         self.estimate = RequestEstimate(estimator)
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:
-        previous = call.state.state.truncated_before_seq
+        previous = call.run_state.truncated_before_seq
         before_seq = self._step(call)
         cut = call.index_of_seq(before_seq)
         # Below a cut at the first stored message lies at most the summary message, which
@@ -99,7 +99,7 @@ class ToolArgTruncationMiddleware(PassThrough):
 
     def _step(self, call: ModelCall) -> int:
         """The sequence number truncation covers up to, moved forward if this call earns it."""
-        current = call.state.state.truncated_before_seq
+        current = call.run_state.truncated_before_seq
         messages = call.request.messages
         first_real = _first_stored(call)
         protect_from = len(messages) - self.profile.keep_count(len(messages) - first_real)

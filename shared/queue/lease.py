@@ -22,8 +22,6 @@ from contextlib import contextmanager
 
 import redis
 
-from hango.core.errors import LeaseBusyError
-
 log = logging.getLogger(__name__)
 
 _EXTEND_IF_OURS = """
@@ -81,19 +79,6 @@ def heartbeat(lease: Lease) -> Iterator[Lease]:
     finally:
         stop.set()
         beat.join()
-
-
-@contextmanager
-def held_lease(client: redis.Redis, key: str, ttl_seconds: float) -> Iterator[Lease]:
-    """Hold the lease ``key`` for the body, heartbeating; :class:`LeaseBusyError` if taken."""
-    lease = Lease(client, key, ttl_seconds)
-    if not lease.acquire():
-        raise LeaseBusyError(key)
-    try:
-        with heartbeat(lease):
-            yield lease
-    finally:
-        lease.release_quietly()
 
 
 def _heartbeat(lease: Lease, stop: threading.Event) -> None:

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from hango.queue import QueuedOffloader, QueuedSummarizer
 from hango.queue.celery_config import OFFLOAD_TASK
 from hango.queue.dispatch import CeleryDispatcher, producer_app
 from hango.queue.keys import JobKey
-from hango.queue.lease import Lease, held_lease
+from hango.queue.lease import Lease, heartbeat
 from hango.queue.results import ResultCache
 from hango.queue.signing import ResultSigner
 from hango.store import Store
@@ -568,3 +569,17 @@ def test_agent_turn_compacts_through_the_queue_and_reuses_the_cached_summary(
     (second,) = agent.loop.run_turn("s-agent", "and one more").compactions
     assert second.summarizer == "worker:llm" and second.fallback_reason is None
     assert probe.calls() == 2
+
+
+@contextmanager
+def held_lease(client: redis.Redis, key: str, ttl_seconds: float) -> Iterator[Lease]:
+    """Hold the lease ``key`` for the body, heartbeating, as a job holds it;
+    :class:`LeaseBusyError` if taken."""
+    lease = Lease(client, key, ttl_seconds)
+    if not lease.acquire():
+        raise LeaseBusyError(key)
+    try:
+        with heartbeat(lease):
+            yield lease
+    finally:
+        lease.release_quietly()

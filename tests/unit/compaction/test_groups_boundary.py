@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from hango.compaction.boundary import boundaries_from, keep_boundary
-from hango.compaction.groups import group_starts, is_group_start, tool_groups
+from hango.compaction.boundary import keep_boundary
+from hango.compaction.groups import group_starts
 from hango.compaction.validate import validate_messages
 from hango.core.messages import Message
 from tests.histories import (
     HistoryBuilder,
     assistant,
+    boundaries_from,
     call,
     calls,
     head_message,
+    is_group_start,
     result,
     results,
+    tool_groups,
     user,
 )
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hango.compaction.boundary import boundaries_from, keep_boundary
-from hango.compaction.groups import group_starts, tool_groups
+from hango.compaction.boundary import keep_boundary
+from hango.compaction.groups import group_starts
 from hango.compaction.mechanical import drop_oldest_groups
 from hango.compaction.tool_args import truncate_tool_args
 from hango.compaction.validate import validate_messages
@@ -15,9 +15,11 @@ from hango.core.messages import Message
 from tests.histories import (
     CharEstimator,
     MessagesMeasure,
+    boundaries_from,
     head_message,
     histories,
     shape,
+    tool_groups,
     tool_ids,
 )
 from tests.properties import examples
