@@ -67,7 +67,7 @@ def _render_block(block: ContentBlock) -> str:
         return fenced(block.text, "text")
     if isinstance(block, ToolUseBlock):
         return f"**tool_use** `{block.name}` (id `{block.id}`)\n\n" + fenced(
-            json.dumps(block.input, indent=2, ensure_ascii=False), "json"
+            readable_json(block.input), "json"
         )
     if isinstance(block, ToolResultBlock):
         return _render_tool_result(block)
@@ -77,9 +77,23 @@ def _render_block(block: ContentBlock) -> str:
         return "**redacted thinking** (encrypted by the provider; nothing readable to keep)"
     if isinstance(block, ImageBlock):
         return f"**image** ({_media_type(block.source)}; not stored in the history file)"
-    return f"**{block.type} block**\n\n" + fenced(
-        json.dumps(block.to_api(), indent=2, ensure_ascii=False), "json"
+    return f"**{block.type} block**\n\n" + fenced(readable_json(block.to_api()), "json")
+
+
+def readable_json(value: object) -> str:
+    """``value`` as JSON with one top-level key per line, each value compact.
+
+    As readable as ``indent=2`` for the flat objects tool inputs are, and made by the C
+    encoder: ``indent`` falls back to the pure-Python one, which made a compacting
+    call's offload of a few hundred tool calls cost more than the rest of the call.
+    """
+    if not isinstance(value, dict) or not value:
+        return json.dumps(value, ensure_ascii=False)
+    lines = (
+        f"  {json.dumps(str(key), ensure_ascii=False)}: {json.dumps(item, ensure_ascii=False)}"
+        for key, item in value.items()
     )
+    return "{\n" + ",\n".join(lines) + "\n}"
 
 
 def _render_tool_result(block: ToolResultBlock) -> str:

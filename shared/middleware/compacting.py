@@ -187,7 +187,15 @@ class Compacting(Truncating):
             waited = self.pacer.waited(time.monotonic() - waiting_since, before=already_waited)
             self.observer.summary_waited(call.session_id, call.turn, waited)
         record = summary_record(
-            call, reason, tokens, kept_from_seq, evicted, previous, offload_path, result
+            call,
+            reason,
+            tokens,
+            kept_from_seq,
+            evicted,
+            previous,
+            offload_path,
+            result,
+            empty.artifacts,
         )
         compacted = apply_record(call, record, plan.boundary)
         violations = self.validator(compacted.request.messages)
@@ -214,7 +222,7 @@ class Compacting(Truncating):
         of what it leaves there but at least a quarter of the target; under the window,
         all that the window leaves.
         """
-        estimate = self.estimator.estimate_request(call.request)
+        estimate = self.figure.estimate(call.request)
         scale = tokens / estimate if tokens > 0 and estimate > 0 else 1.0
         newest = max([boundary, *group_starts(call.request.messages)])
         fixed = self.estimator.estimate_request(apply_record(call, empty, newest).request) * scale

@@ -68,8 +68,10 @@ def summary_record(
     previous: CompactionRecord | None,
     offload_path: str,
     result: SummaryResult,
+    artifacts: tuple[str, ...] | None = None,
 ) -> CompactionRecord:
-    """The record of a summary that replaces ``evicted`` (made now, or ready beforehand)."""
+    """The record of a summary that replaces ``evicted`` (made now, or ready beforehand);
+    ``artifacts``: the range's merged artifact index when it is known already."""
     return CompactionRecord(
         user_request=evicted_request(call, kept_from_seq),
         at_turn=call.turn,
@@ -83,7 +85,7 @@ def summary_record(
         summarizer=result.summarizer,
         fallback_reason=result.fallback_reason,
         summary_usage=result.usage,
-        artifacts=merge_artifacts(previous, evicted),
+        artifacts=merge_artifacts(previous, evicted) if artifacts is None else artifacts,
     )
 
 
