@@ -86,7 +86,7 @@ class Compacting(Truncating):
         if index is None:
             return None, 0.0
         waiting_since = time.monotonic()
-        result, ready_at = ready.work.result()
+        result, ready_at, _ = ready.work.result()
         waited = self.pacer.waited(time.monotonic() - waiting_since, ready_at)
         kept_from_seq = ready.pending.to_seq + 1
         evicted = stored_before(call, kept_from_seq)

@@ -6,6 +6,7 @@ the outgoing copy with a record applied, and the window an overflow revealed.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 from hango.compaction.head import head_message
@@ -43,7 +44,9 @@ def evicted_request(call: ModelCall, kept_from_seq: int) -> str | None:
     on its first compaction: the head quotes it from then on. An earlier cut of this turn
     already took it out of ``call.stored``; the record of that cut carries it.
     """
-    opening = next((m for m in call.stored if m.turn == call.turn), None)
+    stored = call.stored
+    first = bisect.bisect_left(stored, call.turn, key=_turn_of)  # turns grow with the seq
+    opening = stored[first] if first < len(stored) and stored[first].turn == call.turn else None
     if opening is None or not opens_a_turn(opening.message):
         previous = call.run_state.latest
         same_turn = previous is not None and previous.at_turn == call.turn
@@ -52,6 +55,10 @@ def evicted_request(call: ModelCall, kept_from_seq: int) -> str | None:
         return None
     text = opening.message.text()
     return text if text.strip() else None
+
+
+def _turn_of(stored: StoredMessage) -> int:
+    return stored.turn
 
 
 def opens_a_turn(message: Message) -> bool:
@@ -90,7 +97,36 @@ def summary_record(
 
 
 def stored_before(call: ModelCall, kept_from_seq: int) -> tuple[StoredMessage, ...]:
-    return tuple(m for m in call.stored if m.seq < kept_from_seq)
+    return tuple(call.stored[: _stored_index(call, kept_from_seq)])
+
+
+def _stored_index(call: ModelCall, seq: int) -> int:
+    """The index in ``call.stored`` (in sequence order) of the first message at or after
+    ``seq``: a binary search, so a cut tried many times costs no walk of the history."""
+    return bisect.bisect_left(call.stored, seq, key=_seq_of)
+
+
+def _seq_of(stored: StoredMessage) -> int:
+    return stored.seq
+
+
+class ArtifactPrefixes:
+    """:func:`merge_artifacts` of ``previous`` with any prefix of ``stored``, each message's
+    artifacts found once: mechanical truncation weighs many cuts of the same range."""
+
+    def __init__(self, previous: CompactionRecord | None, stored: Sequence[StoredMessage]):
+        self.previous = previous
+        self.stored = stored
+        self._found: list[list[str]] = []
+
+    def before(self, kept_from_seq: int) -> tuple[str, ...]:
+        count = bisect.bisect_left(self.stored, kept_from_seq, key=_seq_of)
+        for stored in self.stored[len(self._found) : count]:
+            self._found.append(artifact_index((stored,)))
+        known = dict.fromkeys(self.previous.artifacts if self.previous else ())
+        for found in self._found[:count]:
+            known.update(dict.fromkeys(found))
+        return tuple(known)[-MAX_ARTIFACTS:]
 
 
 def merge_artifacts(
@@ -107,7 +143,7 @@ def apply_record(call: ModelCall, record: CompactionRecord, boundary: int) -> Mo
     head = head_message(record)
     messages = (head, *call.request.messages[boundary:])
     seqs = (None, *call.seqs[boundary:])
-    stored = tuple(m for m in call.stored if m.seq >= record.kept_from_seq)
+    stored = tuple(call.stored[_stored_index(call, record.kept_from_seq) :])
     request = call.request.model_copy(update={"messages": messages})
     return call.evolve(request=request, seqs=seqs, stored=stored)
 

@@ -46,8 +46,8 @@ class Presummary:
     """A pre-summary in flight in this process: what it covers and its result."""
 
     pending: PendingSummary
-    # The summary and when it was ready, on the pacer's clock.
-    work: Future[tuple[SummaryResult, float]]
+    # The summary, when it was ready (on the pacer's clock) and its estimated tokens.
+    work: Future[tuple[SummaryResult, float, int]]
     # The first and last stored messages of the range, the very objects it was made from,
     # and how many it holds: what makes its validity an O(1) check (see still_valid).
     first: StoredMessage
@@ -150,14 +150,15 @@ class Presummaries:
 
     def _summary(
         self, job: SummaryJob, started: float, carried: Usage | None
-    ) -> tuple[SummaryResult, float]:
+    ) -> tuple[SummaryResult, float, int]:
         """The summary, with the usage of the pre-summaries it extends (``carried``): the
-        record of the compaction that installs it accounts for the whole chain."""
+        record of the compaction that installs it accounts for the whole chain. Its
+        estimate is made here, once, off the turn: every call in the band weighs it."""
         result = self._work(job)
         if carried is not None:
             usage = carried if result.usage is None else carried.plus(result.usage)
             result = result.model_copy(update={"usage": usage})
-        return result, self.pacer.ready_at(started)
+        return result, self.pacer.ready_at(started), self.estimator.estimate(result.text)
 
     def _outgrown(self, call: ModelCall, current: Presummary, tokens: int) -> bool:
         """Whether a ready pre-summary could no longer bring the request under the target.
@@ -168,7 +169,7 @@ class Presummaries:
         """
         if not self.pacer.is_ready(current.started, current.work):
             return False
-        result, _ = current.work.result()
+        _, _, summary = current.work.result()
         index = call.index_of(current.pending.to_seq + 1)
         if index is None:
             return True
@@ -176,7 +177,6 @@ class Presummaries:
         # the running per-message figures answer both without a walk over the messages.
         whole, before = self.estimate.split(call.request, index)
         scale = tokens / whole if whole > 0 else 1.0
-        summary = self.estimator.estimate(result.text)
         kept_tokens = round((whole - before + summary) * scale)
         profile, growth = self.profile, self.pacer.growth(call.session_id)
         return outgrows(kept_tokens, tokens, profile.trigger_tokens, profile.target_tokens, growth)

@@ -22,10 +22,10 @@ from hango.core.profiles import ModelProfile
 from hango.history.paths import conversation_history_path
 from hango.middleware.base import ModelCall
 from hango.middleware.evicted import (
+    ArtifactPrefixes,
     apply_record,
     evicted_request,
     kept_from,
-    merge_artifacts,
     stored_before,
     undercount_scale,
     window_of,
@@ -55,6 +55,7 @@ class Truncating:
         scale = self._truncation_scale(call, tokens)
         saved_before = previous.saved_to_seq if previous else None
         quote_request = True
+        artifacts = ArtifactPrefixes(previous, call.stored)
 
         def record_for(cut: int, offload_path: str | None) -> CompactionRecord:
             kept_from_seq = kept_from(call, first_real + cut)
@@ -70,7 +71,7 @@ class Truncating:
                 tokens_after=0,
                 evicted_messages=len(evicted),
                 summarizer="none",
-                artifacts=merge_artifacts(previous, evicted),
+                artifacts=artifacts.before(kept_from_seq),
                 offloaded_to_seq=kept_from_seq - 1 if offloaded else saved_before,
                 user_request=evicted_request(call, kept_from_seq) if quote_request else None,
             )

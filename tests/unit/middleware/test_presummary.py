@@ -129,7 +129,7 @@ def test_a_ready_pre_summary_is_installed_while_the_one_extending_it_is_in_fligh
             break
     ready = found.presummaries.items["s"]
     assert ready.work.done()
-    slow: Future[tuple[SummaryResult, float]] = Future()
+    slow: Future[tuple[SummaryResult, float, int]] = Future()
     late = SummaryResult(text="the late extension", summarizer="test")
     threading.Timer(5.0, slow.set_result, ((late, 0.0),)).start()
     found.presummaries.items["s"] = dataclasses.replace(ready, work=slow, fallback=ready)
