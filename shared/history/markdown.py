@@ -29,6 +29,8 @@ from hango.core.messages import (
 )
 
 _BACKTICK_RUN = re.compile(r"`+")
+# One encoder for every value (``json.dumps`` with options builds a new one per call).
+_encode = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def fence_for(content: str) -> str:
@@ -88,11 +90,8 @@ def readable_json(value: object) -> str:
     call's offload of a few hundred tool calls cost more than the rest of the call.
     """
     if not isinstance(value, dict) or not value:
-        return json.dumps(value, ensure_ascii=False)
-    lines = (
-        f"  {json.dumps(str(key), ensure_ascii=False)}: {json.dumps(item, ensure_ascii=False)}"
-        for key, item in value.items()
-    )
+        return _encode(value)
+    lines = (f"  {_encode(str(key))}: {_encode(item)}" for key, item in value.items())
     return "{\n" + ",\n".join(lines) + "\n}"
 
 

@@ -11,8 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hango.compaction import outgoing
 from hango.compaction.outgoing import OutgoingCopy
-from hango.core.messages import Message, Request, StoredMessage
+from hango.core import messages as messages_module
+from hango.core.messages import Message, Request, StoredMessage, message_json
 from hango.gateway.body import Bodies, BodyError
 from hango.gateway.upstream import upstream_body
 from tests.properties import examples
@@ -169,13 +171,14 @@ def test_from_the_outgoing_copy_only_the_changed_messages_are_serialized(
     first, _ = copy.update(stored)
     upstream_body({"model": "m"}, base.model_copy(update={"messages": first}))
     serialized: list[Message] = []
-    to_api = Message.to_api
 
-    def counted(message: Message) -> dict[str, Any]:
+    def counted(message: Message) -> bytes:
         serialized.append(message)
-        return to_api(message)
+        return message_json(message)
 
-    monkeypatch.setattr(Message, "to_api", counted)
+    # Wherever a message is serialized: by the copy, or by the body for what it did not make.
+    monkeypatch.setattr(outgoing, "message_json", counted)
+    monkeypatch.setattr(messages_module, "message_json", counted)
     newest = Message(role="user", content="new")
     second, _ = copy.update([*stored, StoredMessage(seq=51, turn=2, message=newest)])
 
