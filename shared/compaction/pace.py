@@ -6,15 +6,20 @@ verbatim. Three figures decide it, all learned as the session goes:
 
 - **growth per model call**: how many tokens one round (an answer and its tool results)
   adds to the request. Rounds mix small and very large ones (a 20-40 KB tool result is
-  common), so a high quantile of the recent rounds stands for the next one, not the mean.
+  common), so the largest of the recent rounds stands for the next one, not the mean; the
+  largest rounds come seldom, so the memory for rounds is longer than for the others.
 - **time between calls**: a low quantile of the recent intervals (the trigger comes
   sooner when the calls are quick; a pause of the user's does not make it later).
 - **the summarizer's latency**: measured per summarizer (a high quantile of its recent
   summaries), :data:`PRIOR_SUMMARY_SECONDS` before the first one.
 
 From these :func:`start_now` answers the one question: if the summary were started at
-the next call instead of now, could the trigger be reached before it is ready? Pure: the
-caller supplies the clock's readings and keeps one :class:`SessionPace` per session.
+the next call instead of now, could the trigger be reached before it is ready? A ready
+pre-summary is extended on the same principle (:func:`outgrows`): only when it would not
+fit at a trigger that comes before an extension started at the next call could be ready
+(:func:`horizon`); further ahead, a later call extends it over more messages for the
+same one summarizer call. Pure: the caller supplies the clock's readings and keeps one
+:class:`SessionPace` per session.
 """
 
 from __future__ import annotations
@@ -24,8 +29,13 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-# How many recent rounds, intervals and summaries each estimate looks at.
+# How many recent intervals and summaries each estimate looks at.
 RECENT = 20
+# How many recent rounds the growth estimate looks at. Longer: the largest rounds (a whole
+# file read, a long build log) come every few dozen calls, and an estimate that forgot
+# the last one is outgrown by the next (then the pre-summary no longer fits at the
+# trigger and the turn waits for a summary after all).
+GROWTH_RECENT = 60
 GROWTH_QUANTILE = 1.0
 INTERVAL_QUANTILE = 0.25
 LATENCY_QUANTILE = 0.9
@@ -54,7 +64,7 @@ def quantile(values: Iterable[float], q: float) -> float | None:
 class SessionPace:
     """What one session's calls say about its pace: growth per call and time between calls."""
 
-    growth: deque[int] = field(default_factory=lambda: deque(maxlen=RECENT))
+    growth: deque[int] = field(default_factory=lambda: deque(maxlen=GROWTH_RECENT))
     intervals: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT))
     last_at: float | None = None
     last_sent: int | None = None
@@ -147,10 +157,34 @@ def messages_ahead(pace: SessionPace, tokens: int, trigger: int) -> int:
     return max(0, (calls or 0) - SLACK_CALLS) * MESSAGES_PER_CALL
 
 
-def outgrows(kept_tokens: int, tokens: int, trigger: int, target: int, growth: int) -> bool:
-    """Whether what a ready pre-summary keeps could be over ``target`` at the trigger.
+def horizon(pace: SessionPace, latency: float) -> float:
+    """How many calls ahead a ready pre-summary must fit without being extended now.
+
+    An extension started at the next call is ready ``latency`` later; a trigger at any
+    call before that finds only what is ready now. At least the next call (the trigger
+    call itself starts nothing); ``inf`` before the pace is known.
+    """
+    interval = pace.seconds_per_call()
+    if interval is None:
+        return math.inf
+    return max(1, math.ceil(latency_in_calls(latency, interval)))
+
+
+def outgrows(
+    kept_tokens: int,
+    tokens: int,
+    trigger: int,
+    target: int,
+    growth: int,
+    calls: float = math.inf,
+) -> bool:
+    """Whether what a ready pre-summary keeps could be over ``target`` at a trigger within
+    the next ``calls`` calls.
 
     At the trigger the request has grown from ``tokens`` to as much as ``trigger + growth``
-    (the round that crosses it); everything it gained is kept beside the pre-summary's part.
+    (the round that crosses it), and by at most ``growth`` a call; everything it gained
+    is kept beside the pre-summary's part.
     """
-    return kept_tokens + max(0, trigger - tokens) + max(0, growth) > target
+    step = max(0, growth)
+    gained = max(0, trigger - tokens) + step
+    return kept_tokens + min(gained, calls * step) > target

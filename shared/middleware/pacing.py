@@ -14,6 +14,7 @@ be late for the trigger (:func:`~hango.compaction.pace.start_now`). With the pac
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -21,7 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from hango.compaction.jobs import Summarizer, SummaryJob, SummaryResult
-from hango.compaction.pace import SessionPace, SummaryLatencies, messages_ahead, start_now
+from hango.compaction.pace import (
+    SessionPace,
+    SummaryLatencies,
+    horizon,
+    messages_ahead,
+    start_now,
+)
 from hango.core.identity import RecentlyUsed
 
 Clock = Callable[[], float]
@@ -68,6 +75,14 @@ class Pacer:
             return True
         pace = self._paces.get(session_id, SessionPace)
         return start_now(pace, tokens, trigger, self.latencies.expected(summarizer))
+
+    def horizon(self, session_id: str, summarizer: str) -> float:
+        """Calls a ready pre-summary must fit for unextended (see ``pace.horizon``); with
+        the pace off, until the trigger (every call that could outgrow it extends it)."""
+        if not self.adaptive:
+            return math.inf
+        pace = self._paces.get(session_id, SessionPace)
+        return horizon(pace, self.latencies.expected(summarizer))
 
     def timing(self, summarizer: Summarizer) -> Summarizer:
         """``summarizer``, its latency recorded under the job's model on every summary."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from hango.compaction.pace import (
+    GROWTH_RECENT,
     MESSAGES_PER_CALL,
     PRIOR_SUMMARY_SECONDS,
     SLACK_CALLS,
     SessionPace,
     SummaryLatencies,
     calls_to_trigger,
+    horizon,
     messages_ahead,
     outgrows,
     quantile,
@@ -37,7 +39,16 @@ def test_quantile_is_nearest_rank_and_none_when_empty() -> None:
 
 def test_growth_is_the_largest_recent_round_until_it_leaves_the_window() -> None:
     assert paced([100] * 19 + [5000], seconds=1.0).growth_per_call() == 5000
-    assert paced([5000] + [100] * 20, seconds=1.0).growth_per_call() == 100  # 21 rounds ago
+    old = [5000] + [100] * GROWTH_RECENT
+    assert paced(old, seconds=1.0).growth_per_call() == 100  # GROWTH_RECENT + 1 rounds ago
+
+
+def test_the_largest_round_is_remembered_longer_than_the_other_figures() -> None:
+    # A session's largest rounds (a whole file, a build log) come every few dozen calls:
+    # forgotten after 20, the estimate is outgrown by the next one at the trigger.
+    pace = paced([5000] + [100] * 39, seconds=1.0)
+    assert pace.growth_per_call() == 5000
+    assert len(pace.intervals) == 20
 
 
 def test_a_compaction_is_not_a_round_and_a_shrunk_request_adds_no_growth() -> None:
@@ -101,3 +112,36 @@ def test_messages_ahead_is_a_lower_bound_less_the_slack() -> None:
 def test_outgrows_counts_the_growth_to_the_trigger_and_the_crossing_round() -> None:
     assert not outgrows(3000, 8000, 10_000, 6000, 1000)  # 3000 + 2000 + 1000
     assert outgrows(3001, 8000, 10_000, 6000, 1000)
+
+
+def test_outgrows_within_the_calls_before_a_later_extension_is_ready() -> None:
+    # The trigger is 3 calls of 1000 away at most: within 3 calls, all of it counts...
+    assert not outgrows(3000, 8000, 10_000, 6000, 1000, calls=3)  # 3000 + 3000
+    assert outgrows(3001, 8000, 10_000, 6000, 1000, calls=3)
+    # ...but if an extension started at the next call is ready 2 calls from now, only
+    # the growth of those 2 calls must fit now: a later call extends it for the rest.
+    assert not outgrows(4000, 8000, 10_000, 6000, 1000, calls=2)  # 4000 + 2 x 1000
+    assert outgrows(4001, 8000, 10_000, 6000, 1000, calls=2)
+    assert not outgrows(4000, 8000, 10_000, 6000, 1000, calls=1)  # 4000 + 1000 + ...
+    assert outgrows(5001, 8000, 10_000, 6000, 1000, calls=1)
+
+
+@pytest.mark.parametrize(
+    ("latency", "expected"),
+    [
+        # 2 s calls: a summary that takes no time is ready at the next call, but the
+        # trigger call itself starts nothing: a ready one must hold for one call.
+        (0.0, 1),
+        (1.0, 1),  # 1.5 s with the margin: ready by the call after the next
+        (2.0, 2),  # 3 s: two calls
+        (6.0, 5),  # 9 s: five calls
+    ],
+)
+def test_horizon_is_the_calls_until_a_later_extension_is_ready(
+    latency: float, expected: int
+) -> None:
+    assert horizon(paced([1000] * 3, seconds=2.0), latency) == expected
+
+
+def test_horizon_is_unbounded_before_the_pace_is_known() -> None:
+    assert horizon(SessionPace(), 1.0) == float("inf")
