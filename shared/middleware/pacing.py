@@ -74,7 +74,7 @@ class Pacer:
         if not self.adaptive:
             return True
         pace = self._paces.get(session_id, SessionPace)
-        return start_now(pace, tokens, trigger, self.latencies.expected(summarizer))
+        return start_now(pace, tokens, trigger, self.expected_latency(summarizer))
 
     def horizon(self, session_id: str, summarizer: str) -> float:
         """Calls a ready pre-summary must fit for unextended (see ``pace.horizon``); with
@@ -82,7 +82,15 @@ class Pacer:
         if not self.adaptive:
             return math.inf
         pace = self._paces.get(session_id, SessionPace)
-        return horizon(pace, self.latencies.expected(summarizer))
+        return horizon(pace, self.expected_latency(summarizer))
+
+    def expected_latency(self, summarizer: str) -> float:
+        """What a summary by ``summarizer`` is expected to take: on a simulated clock its
+        latency, known before the first summary is (its thread records it when done, and
+        a run's decisions must not depend on which thread gets there first)."""
+        if self.summary_seconds is not None:
+            return self.summary_seconds
+        return self.latencies.expected(summarizer)
 
     def timing(self, summarizer: Summarizer) -> Summarizer:
         """``summarizer``, its latency recorded under the job's model on every summary."""

@@ -76,3 +76,11 @@ def test_latency_is_recorded_per_summarizer_model() -> None:
     assert timed.summarize(job).text == "small"
     assert pacer.latencies.expected("small") == 7.0
     assert pacer.latencies.expected("other") == PRIOR_SUMMARY_SECONDS
+
+
+def test_on_a_simulated_clock_the_expected_latency_is_known_before_any_summary() -> None:
+    # Recorded by the summary's thread when it is done: a decision taken before that
+    # must not depend on which thread got there first.
+    pacer = Pacer(watermark=0, clock=SteppedClock(), summary_seconds=3.0)
+    assert pacer.expected_latency("m") == 3.0
+    assert Pacer(watermark=0).expected_latency("m") == PRIOR_SUMMARY_SECONDS
