@@ -47,16 +47,20 @@ def assert_each_evicted_message_once(text: str, records: list[dict[str, Any]]) -
     assert set(int(t) for t in _EVICTED_AT.findall(text)) <= turns
 
 
-def test_simulate_writes_each_evicted_message_to_the_history_once(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def simulate_12_turns(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Any:
     ran = hango(
         capsys, "simulate", "--turns", "12", "--max-input-tokens", "16000", "--json",
         "--database-url", f"sqlite:///{tmp_path / 's.db'}", "--history-root", str(tmp_path / "h"),
     )  # fmt: skip
-
     assert ran.code == 0, ran.err
-    report = json.loads(ran.out)
+    return json.loads(ran.out)
+
+
+def test_simulate_writes_each_evicted_message_to_the_history_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    report = simulate_12_turns(capsys, tmp_path)
+
     assert report["compactions_by_reason"].get("threshold", 0) >= 2
     assert report["summary_calls"] > len(report["compactions"])  # pre-summaries were replaced
     assert_each_evicted_message_once(history_text(tmp_path / "h"), report["compactions"])
@@ -76,13 +80,8 @@ def test_simulate_reports_each_compaction_at_the_trigger_with_its_summary_and_co
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HANGO_MODEL", "claude-sonnet-4-5")
-    ran = hango(
-        capsys, "simulate", "--turns", "12", "--max-input-tokens", "16000", "--json",
-        "--database-url", f"sqlite:///{tmp_path / 's.db'}", "--history-root", str(tmp_path / "h"),
-    )  # fmt: skip
+    report = simulate_12_turns(capsys, tmp_path)
 
-    assert ran.code == 0, ran.err
-    report = json.loads(ran.out)
     at_trigger = report["trigger_compactions"]
     records = {c["turn"]: c for c in report["compactions"] if c["reason"] == "threshold"}
     assert [c["turn"] for c in at_trigger] == list(records)
