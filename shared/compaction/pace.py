@@ -8,6 +8,8 @@ verbatim. Three figures decide it, all learned as the session goes:
   adds to the request. Rounds mix small and very large ones (a 20-40 KB tool result is
   common), so the largest of the recent rounds stands for the next one, not the mean; the
   largest rounds come seldom, so the memory for rounds is longer than for the others.
+  Over several calls, the largest growth seen over as many consecutive rounds (two of the
+  largest seldom come in a row): the trigger is judged that far away, not nearer.
 - **time between calls**: a low quantile of the recent intervals (the trigger comes
   sooner when the calls are quick; a pause of the user's does not make it later).
 - **the summarizer's latency**: measured per summarizer (a high quantile of its recent
@@ -87,6 +89,33 @@ class SessionPace:
         found = quantile(self.growth, GROWTH_QUANTILE)
         return None if found is None else round(found)
 
+    def growth_over(self, calls: int) -> int | None:
+        """The largest growth seen over ``calls`` consecutive rounds: two of the largest
+        rounds seldom come in a row, so ``calls`` times the largest overstates it. Past
+        the rounds remembered, that product is all there is to go by."""
+        rounds = list(self.growth)
+        if not rounds:
+            return None
+        if calls > len(rounds):
+            return calls * max(rounds)
+        window = best = sum(rounds[:calls])
+        for i in range(calls, len(rounds)):
+            window += rounds[i] - rounds[i - calls]
+            best = max(best, window)
+        return best
+
+    def calls_until(self, tokens: int, trigger: int) -> int | None:
+        """The fewest calls after this one in which the request could be over ``trigger``,
+        had the next rounds grown as much as any as many consecutive ones seen; ``None``
+        without growth (no projection to act on)."""
+        growth = self.growth_per_call()
+        if tokens > trigger or not growth:
+            return calls_to_trigger(tokens, trigger, growth or 0)
+        for calls in range(1, len(self.growth) + 1):
+            if tokens + (self.growth_over(calls) or 0) > trigger:
+                return calls
+        return calls_to_trigger(tokens, trigger, growth)
+
     def seconds_per_call(self) -> float | None:
         return quantile(self.intervals, INTERVAL_QUANTILE)
 
@@ -129,7 +158,8 @@ def latency_in_calls(latency: float, interval: float) -> float:
 def start_now(pace: SessionPace, tokens: int, trigger: int, latency: float) -> bool:
     """Whether a pre-summary must start at this call to be ready by the trigger.
 
-    The trigger can come ``k`` calls from now; a summary started at the next call instead
+    The trigger can come ``k`` calls from now (:meth:`SessionPace.calls_until`); a summary
+    started at the next call instead
     would be ready one call plus its latency (in calls) from now. If that is later than
     the trigger (less the slack), waiting a call would make the turn wait: start now. A
     summary that takes no time starts :data:`SLACK_CALLS` + 1 calls before the trigger.
@@ -138,7 +168,7 @@ def start_now(pace: SessionPace, tokens: int, trigger: int, latency: float) -> b
     interval = pace.seconds_per_call()
     if growth is None or interval is None:
         return False
-    calls = calls_to_trigger(tokens, trigger, growth)
+    calls = pace.calls_until(tokens, trigger)
     if calls is None:
         return False
     return calls - 1 - SLACK_CALLS <= latency_in_calls(latency, interval)
@@ -176,15 +206,18 @@ def outgrows(
     trigger: int,
     target: int,
     growth: int,
-    calls: float = math.inf,
+    within: float = math.inf,
 ) -> bool:
-    """Whether what a ready pre-summary keeps could be over ``target`` at a trigger within
-    the next ``calls`` calls.
+    """Whether what a ready pre-summary keeps could be over ``target`` at a trigger that
+    comes before an extension started at the next call would be ready.
 
-    At the trigger the request has grown from ``tokens`` to as much as ``trigger + growth``
-    (the round that crosses it), and by at most ``growth`` a call; everything it gained
-    is kept beside the pre-summary's part.
+    ``within``: the most the request may grow before then (see :func:`horizon`). If that
+    does not reach the trigger, a later call extends it in time. Else at the trigger the
+    request has grown from ``tokens`` to as much as ``trigger + growth`` (the round that
+    crosses it), and by no more than ``within``; everything it gained is kept beside the
+    pre-summary's part.
     """
-    step = max(0, growth)
-    gained = max(0, trigger - tokens) + step
-    return kept_tokens + min(gained, calls * step) > target
+    if tokens + within <= trigger:
+        return False
+    gained = max(0, trigger - tokens) + max(0, growth)
+    return kept_tokens + min(gained, within) > target

@@ -76,13 +76,16 @@ class Pacer:
         pace = self._paces.get(session_id, SessionPace)
         return start_now(pace, tokens, trigger, self.expected_latency(summarizer))
 
-    def horizon(self, session_id: str, summarizer: str) -> float:
-        """Calls a ready pre-summary must fit for unextended (see ``pace.horizon``); with
-        the pace off, until the trigger (every call that could outgrow it extends it)."""
+    def growth_within_horizon(self, session_id: str, summarizer: str) -> float:
+        """The most the request may grow before an extension started at the next call is
+        ready (``pace.horizon`` calls, the largest growth seen over as many consecutive
+        rounds); with the pace off, unbounded (every call that could outgrow it extends it)."""
+        pace = self._paces.get(session_id, SessionPace)
         if not self.adaptive:
             return math.inf
-        pace = self._paces.get(session_id, SessionPace)
-        return horizon(pace, self.expected_latency(summarizer))
+        calls = horizon(pace, self.expected_latency(summarizer))
+        grown = None if math.isinf(calls) else pace.growth_over(int(calls))
+        return math.inf if grown is None else grown
 
     def expected_latency(self, summarizer: str) -> float:
         """What a summary by ``summarizer`` is expected to take: on a simulated clock its

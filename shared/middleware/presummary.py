@@ -182,9 +182,10 @@ class Presummaries:
         summary = self.estimator.estimate(result.text)
         kept_tokens = round((whole - before + summary) * scale)
         profile, growth = self.profile, self.pacer.growth(call.session_id)
-        calls = self.pacer.horizon(call.session_id, profile.summarizer_model or call.request.model)
+        summarizer = profile.summarizer_model or call.request.model
+        within = self.pacer.growth_within_horizon(call.session_id, summarizer)
         trigger, target = profile.trigger_tokens, profile.target_tokens
-        return outgrows(kept_tokens, tokens, trigger, target, growth, calls)
+        return outgrows(kept_tokens, tokens, trigger, target, growth, within)
 
     def _threads(self) -> ThreadPoolExecutor:
         with self._lock:

@@ -114,16 +114,38 @@ def test_outgrows_counts_the_growth_to_the_trigger_and_the_crossing_round() -> N
     assert outgrows(3001, 8000, 10_000, 6000, 1000)
 
 
-def test_outgrows_within_the_calls_before_a_later_extension_is_ready() -> None:
-    # The trigger is 3 calls of 1000 away at most: within 3 calls, all of it counts...
-    assert not outgrows(3000, 8000, 10_000, 6000, 1000, calls=3)  # 3000 + 3000
-    assert outgrows(3001, 8000, 10_000, 6000, 1000, calls=3)
-    # ...but if an extension started at the next call is ready 2 calls from now, only
-    # the growth of those 2 calls must fit now: a later call extends it for the rest.
-    assert not outgrows(4000, 8000, 10_000, 6000, 1000, calls=2)  # 4000 + 2 x 1000
-    assert outgrows(4001, 8000, 10_000, 6000, 1000, calls=2)
-    assert not outgrows(4000, 8000, 10_000, 6000, 1000, calls=1)  # 4000 + 1000 + ...
-    assert outgrows(5001, 8000, 10_000, 6000, 1000, calls=1)
+def test_outgrows_only_by_what_can_grow_before_a_later_extension_is_ready() -> None:
+    # The trigger is 3 calls of 1000 away at most: grown 3000, all of it counts...
+    assert not outgrows(3000, 8000, 10_000, 6000, 1000, within=3000)  # 3000 + 3000
+    assert outgrows(3001, 8000, 10_000, 6000, 1000, within=3000)
+    # ...a trigger within reach before a later extension is ready: only that growth.
+    assert not outgrows(3500, 8000, 10_000, 6000, 1000, within=2500)  # 3500 + 2500
+    assert outgrows(3501, 8000, 10_000, 6000, 1000, within=2500)
+    # Out of reach until then: a later call extends it in time, however it fits now.
+    assert not outgrows(9000, 8000, 10_000, 6000, 1000, within=2000)
+
+
+def test_growth_over_consecutive_rounds_is_the_largest_window_seen() -> None:
+    pace = paced([100, 5000, 100, 100, 4000, 100], seconds=1.0)
+    assert pace.growth_over(1) == 5000
+    assert pace.growth_over(2) == 5100  # never two large ones in a row
+    assert pace.growth_over(3) == 5200
+    assert pace.growth_over(7) == 7 * 5000  # more calls than rounds seen: the largest each
+    assert SessionPace().growth_over(2) is None
+
+
+def test_the_trigger_is_as_near_as_consecutive_rounds_have_grown() -> None:
+    # Large rounds one in three: from 4000, 2 x 5000 would reach 10,000 in 2 calls, but
+    # no three consecutive rounds grew more than 5200: 4 calls (5000 + 100 + 100 + 5000).
+    pace = paced([100, 100, 5000] * 4, seconds=1.0)
+    assert calls_to_trigger(4000, 10_000, 5000) == 2
+    assert pace.calls_until(4000, 10_000) == 4
+    assert pace.calls_until(10_001, 10_000) == 0
+    assert SessionPace().calls_until(4000, 10_000) is None
+    # So a 1 s summary (1.5 calls with the margin) on 1 s calls need not start yet; from
+    # 5000 two calls (5100) can reach it: start.
+    assert not start_now(pace, 4000, 10_000, 1.0)
+    assert start_now(pace, 5000, 10_000, 1.0)
 
 
 @pytest.mark.parametrize(
