@@ -159,10 +159,10 @@ def start_now(pace: SessionPace, tokens: int, trigger: int, latency: float) -> b
     """Whether a pre-summary must start at this call to be ready by the trigger.
 
     The trigger can come ``k`` calls from now (:meth:`SessionPace.calls_until`); a summary
-    started at the next call instead
-    would be ready one call plus its latency (in calls) from now. If that is later than
-    the trigger (less the slack), waiting a call would make the turn wait: start now. A
-    summary that takes no time starts :data:`SLACK_CALLS` + 1 calls before the trigger.
+    started at the next call instead would be ready one call plus its latency (in calls)
+    from now. If that is later than the trigger (less the slack), waiting a call would
+    make the turn wait: start now. A summary that takes no time starts
+    :data:`SLACK_CALLS` + 1 calls before the trigger.
     """
     growth = pace.growth_per_call()
     interval = pace.seconds_per_call()
@@ -195,9 +195,8 @@ def horizon(pace: SessionPace, latency: float) -> float:
     call itself starts nothing); ``inf`` before the pace is known.
     """
     interval = pace.seconds_per_call()
-    if interval is None:
-        return math.inf
-    return max(1, math.ceil(latency_in_calls(latency, interval)))
+    calls = math.inf if interval is None else latency_in_calls(latency, interval)
+    return calls if math.isinf(calls) else max(1, math.ceil(calls))
 
 
 def outgrows(

@@ -165,5 +165,7 @@ def test_horizon_is_the_calls_until_a_later_extension_is_ready(
     assert horizon(paced([1000] * 3, seconds=2.0), latency) == expected
 
 
-def test_horizon_is_unbounded_before_the_pace_is_known() -> None:
+def test_horizon_is_unbounded_before_the_pace_is_known_or_when_calls_take_no_time() -> None:
     assert horizon(SessionPace(), 1.0) == float("inf")
+    assert horizon(paced([1000] * 3, seconds=0.0), 1.0) == float("inf")
+    assert horizon(paced([1000] * 3, seconds=0.0), 0.0) == 1
