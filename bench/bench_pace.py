@@ -8,7 +8,10 @@ default) and with the fixed start of before (``HANGO_CONTEXT_PRESUMMARIZE_PACE=f
 records no timestamps, so the calls are ``--call-seconds`` apart on the replayed clock;
 readiness and waits are judged on that clock, so the figures do not depend on the
 machine. Per run: compactions at the trigger, the share that installed a pre-summary,
-the share whose pre-summary was ready, and the trigger wait p50 / p95.
+the share whose pre-summary was ready, the trigger wait p50 / p95, and the summarizer's
+calls (pre-summaries never installed included) with what they would cost a model at the
+summarizer model's price (replay's ``"summarizer_cost"``: the extractive summarizer stands
+in, so its sizes are estimated; input and output together).
 """
 
 from __future__ import annotations
@@ -71,10 +74,15 @@ def compacting_window(path: Path) -> int | None:
 
 def _cell(report: dict[str, Any] | None) -> str:
     if report is None:
-        return "failed | | |"
+        return "failed | | | |"
     waits = report["trigger_wait_ms"]
     installed, ready = report["presummary_hit_rate"], report["presummary_ready_rate"]
-    return f"{installed:.2f} | {ready:.2f} | {waits['p50']:,.0f} / {waits['p95']:,.0f} ms"
+    cost = report["summarizer_cost"]
+    usd = cost["input_cost_usd"] + cost["output_cost_usd"]
+    return (
+        f"{installed:.2f} | {ready:.2f} | {waits['p50']:,.0f} / {waits['p95']:,.0f} ms | "
+        f"{cost['requests']} / ${usd:.3f}"
+    )
 
 
 def main() -> None:
@@ -88,9 +96,10 @@ def main() -> None:
         print(f"\ncalls {seconds} s apart (no timestamps in the corpus)")
         print(
             "| transcript | window | at the trigger | paced: installed | ready | wait p50 / p95 "
-            "| fixed 0.70: installed | ready | wait p50 / p95 |"
+            "| summarizer calls / cost | fixed 0.70: installed | ready | wait p50 / p95 "
+            "| summarizer calls / cost |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for path in transcripts:
             window = compacting_window(path)
             if window is None:

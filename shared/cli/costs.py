@@ -6,7 +6,10 @@ prefix from its profile) and sums the output tokens the responses reported; the 
 profile prices both. ``hango simulate`` keeps one for the agent's calls (fed by
 :class:`AnsweredCalls`, a loop observer) and one for the summarizer's (fed by
 :class:`MeteredProvider`), because the summarizer may be another model at another
-price, and its calls are no part of the agent's cache.
+price, and its calls are no part of the agent's cache. ``hango replay`` summarizes by
+extraction, offline: :class:`EstimatedSummaries` meters the request a model summarizer
+would have been sent for each job and the extracted text as its output, so the summaries'
+calls and cost are reported there too (estimated, at the summarizer model's price).
 """
 
 from __future__ import annotations
@@ -14,11 +17,16 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from hango.core.messages import Request, Response
-from hango.core.profiles import ModelProfile
+from hango.compaction.jobs import Summarizer, SummaryJob, SummaryResult
+from hango.compaction.summary_prompt import build_summary_request
+from hango.core.messages import Request, Response, Usage
+from hango.core.profiles import ModelProfile, Profiles
+from hango.core.settings import Settings
 from hango.cost.meter import CacheMeter, cache_json, estimated_sizes
 from hango.middleware.observer import NullObserver
 from hango.providers.base import Capabilities, Provider
+from hango.summarizers.llm import DEFAULT_SUMMARY_MAX_TOKENS
+from hango.tokens import make_estimator
 from hango.tokens.base import Estimator
 
 
@@ -46,6 +54,17 @@ class CallCosts:
             "output_tokens": self.output_tokens,
             "output_cost_usd": round(price.output_cost(self.output_tokens), 6),
         }
+
+
+def run_costs(settings: Settings) -> tuple[CallCosts, CallCosts]:
+    """The agent's and the summarizer's call costs, each at its own model's profile."""
+    profiles = Profiles.from_settings(settings)
+    estimator = make_estimator(settings.estimator)
+    summarizer = settings.summarizer_model or settings.model
+    return (
+        CallCosts(settings.model, profiles.resolve(settings.model), estimator),
+        CallCosts(summarizer, profiles.resolve(summarizer), estimator),
+    )
 
 
 class AnsweredCalls(NullObserver):
@@ -83,3 +102,32 @@ class MeteredProvider:
         response = self.inner.complete(request)
         self.costs.add(request, response)
         return response
+
+
+class EstimatedSummaries:
+    """Summarizes as ``inner`` does, metering into ``costs`` what a model summarizer would
+    have been charged for each job: its request as built for the model (estimated) in,
+    the text returned out (in the estimator's tokens)."""
+
+    def __init__(self, inner: Summarizer, costs: CallCosts, estimator: Estimator) -> None:
+        self.inner = inner
+        self.costs = costs
+        self.estimator = estimator
+
+    @property
+    def name(self) -> str:
+        return getattr(self.inner, "name", type(self.inner).__name__)
+
+    def summarize(self, job: SummaryJob) -> SummaryResult:
+        """The inner summary; without usage of its own, it carries the estimate (so the
+        compaction record that installs it says what a model would have cost)."""
+        result = self.inner.summarize(job)
+        request = build_summary_request(
+            job, model=job.model, max_tokens=job.max_tokens or DEFAULT_SUMMARY_MAX_TOKENS
+        )
+        usage = Usage(
+            input_tokens=self.estimator.estimate_request(request),
+            output_tokens=self.estimator.estimate(result.text),
+        )
+        self.costs.add(request, Response(id="estimated", model=job.model, content=(), usage=usage))
+        return result if result.usage is not None else result.model_copy(update={"usage": usage})

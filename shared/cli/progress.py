@@ -20,6 +20,7 @@ from hango.cli.output import by_reason, is_quiet, plain_requested, stderr_consol
 from hango.compaction.record import CompactionRecord
 from hango.compaction.validate import count_breakpoints
 from hango.core.messages import Request, Response
+from hango.core.price import Price
 from hango.middleware.observer import NullObserver
 
 # A pre-summary installed after waiting less than this was ready (the wait is the lock
@@ -95,15 +96,19 @@ class RunStats(NullObserver):
         )
         return round(ready / len(self.trigger_compactions), 3)
 
-    def trigger_compactions_json(self) -> list[dict[str, object]]:
+    def trigger_compactions_json(self, price: Price | None = None) -> list[dict[str, object]]:
         """Per compaction at the trigger: its turn, whether a pre-summary was installed and
-        ready, and the wait (ms)."""
+        ready, the wait (ms), who made the summary and what its calls cost at ``price``
+        (the summarizer model's; the whole chain of an extended pre-summary, none of the
+        pre-summaries that were not used)."""
+        records = {r.at_turn: r for r in self.compactions if r.reason == "threshold"}
         return [
             {
                 "turn": turn,
                 "presummary": installed,
                 "ready": installed and waited < READY_WITHIN,
                 "wait_ms": round(1000 * waited, 1),
+                **_summary_json(records.get(turn), price),
             }
             for turn, installed, waited in self.trigger_compactions
         ]
@@ -121,6 +126,16 @@ class RunStats(NullObserver):
     @property
     def last_sent(self) -> int:
         return self.sent_tokens[-1] if self.sent_tokens else 0
+
+
+def _summary_json(record: CompactionRecord | None, price: Price | None) -> dict[str, object]:
+    usage = None if record is None else record.summary_usage
+    cost = None
+    if usage is not None and price is not None:
+        # Summary requests carry no cache breakpoint: every input token at the base price.
+        spent = price.input_cost(0, 0, usage.total_input_tokens())
+        cost = round(spent + price.output_cost(usage.output_tokens), 6)
+    return {"summarizer": None if record is None else record.summarizer, "summary_cost_usd": cost}
 
 
 class LiveProgress(NullObserver):

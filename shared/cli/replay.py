@@ -30,6 +30,7 @@ from pathlib import Path
 from statistics import mean
 from typing import IO, Any
 
+from hango.cli.costs import EstimatedSummaries, MeteredProvider, run_costs
 from hango.cli.output import (
     by_reason,
     cache_table,
@@ -135,11 +136,18 @@ def run(args: argparse.Namespace) -> int:
             clock = ReplayClock(transcript, args.call_seconds)
             stats = RunStats()
             chat, summary, observer = instrumented(handle, replies, summarizer_provider or replies)
+            _, summary_costs = run_costs(settings)
             agent = build_agent(
                 settings,
                 provider=chat,
-                summarizer_provider=summary if summarizer_provider else None,
-                summarizer=None if summarizer_provider else ExtractiveSummarizer(),
+                summarizer_provider=(
+                    MeteredProvider(summary, summary_costs) if summarizer_provider else None
+                ),
+                summarizer=(
+                    None
+                    if summarizer_provider
+                    else EstimatedSummaries(ExtractiveSummarizer(), summary_costs, estimator)
+                ),
                 observers=(stats, observer),
                 extra_tools=transcript_tools(transcript),
                 system_prompt=transcript.system,
@@ -167,6 +175,13 @@ def run(args: argparse.Namespace) -> int:
             )
             report = replay_report(args, settings, agent, transcript, session_id, outcome, stats)
             report["cache"] = replay_cache_json(meter, transcript)
+            report["summarizer_cost"] = {
+                **summary_costs.to_json(),
+                "estimated": summarizer_provider is None,
+            }
+            report["trigger_compactions"] = stats.trigger_compactions_json(
+                summary_costs.profile.price
+            )
             agent.store.engine.dispose()
     if args.json:
         print_json(report)
@@ -293,7 +308,6 @@ def replay_report(
         "trigger_wait_ms": stats.trigger_wait_ms(),
         "presummary_hit_rate": stats.presummary_hit_rate(),
         "presummary_ready_rate": stats.presummary_ready_rate(),
-        "trigger_compactions": stats.trigger_compactions_json(),
         "pacing": {
             "from_timestamps": any(t is not None for t in transcript.times),
             "call_seconds": args.call_seconds,

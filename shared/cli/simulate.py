@@ -17,7 +17,7 @@ import time
 from statistics import mean
 from typing import Any
 
-from hango.cli.costs import AnsweredCalls, CallCosts, MeteredProvider
+from hango.cli.costs import AnsweredCalls, MeteredProvider, run_costs
 from hango.cli.errors import hango_command, store_flags
 from hango.cli.output import (
     by_reason,
@@ -44,13 +44,11 @@ from hango.cli.wiring import (
 )
 from hango.core.errors import ConfigError
 from hango.core.messages import Request
-from hango.core.profiles import Profiles
 from hango.core.settings import Settings, load_settings
 from hango.middleware.observer import NullObserver
 from hango.middleware.pacing import SteppedClock
 from hango.providers.base import Provider
 from hango.simulate.runner import Simulation, SimulationOutcome, build_simulation, scripted_model
-from hango.tokens import make_estimator
 
 DEFAULT_TURNS = 24
 DEFAULT_SEED = 7
@@ -175,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
     report = simulation_report(args, settings, simulation, outcome, stats, elapsed)
     report["cache"] = agent_costs.to_json()
     report["summarizer_cost"] = summary_costs.to_json()
+    report["trigger_compactions"] = stats.trigger_compactions_json(summary_costs.profile.price)
     if args.json:
         print_json(report)
     else:
@@ -202,17 +201,6 @@ def simulated_pacing(
     if args.queue or args.provider != "scripted":
         return None
     return {"clock": clock.clock, "summary_seconds": settings.simulated_summarizer_latency}
-
-
-def run_costs(settings: Settings) -> tuple[CallCosts, CallCosts]:
-    """The agent's and the summarizer's call costs, each at its own model's profile."""
-    profiles = Profiles.from_settings(settings)
-    estimator = make_estimator(settings.estimator)
-    summarizer = settings.summarizer_model or settings.model
-    return (
-        CallCosts(settings.model, profiles.resolve(settings.model), estimator),
-        CallCosts(summarizer, profiles.resolve(summarizer), estimator),
-    )
 
 
 def simulation_report(
@@ -243,6 +231,7 @@ def simulation_report(
         "summaries": summary_sources(outcome.compactions),
         "trigger_wait_ms": stats.trigger_wait_ms(),
         "presummary_hit_rate": stats.presummary_hit_rate(),
+        "presummary_ready_rate": stats.presummary_ready_rate(),
         "truncated_tool_args": stats.truncated_args,
         "overflow_retries": stats.overflow_retries,
         "invalid_requests_blocked": stats.invalid_blocked,
@@ -295,6 +284,7 @@ def _print_tables(
                 ("summaries", summary_sources_line(report["summaries"])),
                 ("waited for summaries at the trigger", _waits(report["trigger_wait_ms"])),
                 ("pre-summaries installed at the trigger", _rate(report["presummary_hit_rate"])),
+                ("pre-summaries ready at the trigger", _rate(report["presummary_ready_rate"])),
                 ("truncated tool arguments", report["truncated_tool_args"]),
                 ("overflow retries", report["overflow_retries"]),
                 ("invalid requests blocked", report["invalid_requests_blocked"]),

@@ -6,15 +6,22 @@ verbatim. Three figures decide it, all learned as the session goes:
 
 - **growth per model call**: how many tokens one round (an answer and its tool results)
   adds to the request. Rounds mix small and very large ones (a 20-40 KB tool result is
-  common), so a high quantile of the recent rounds stands for the next one, not the mean.
+  common), so the largest of the recent rounds stands for the next one, not the mean; the
+  largest rounds come seldom, so the memory for rounds is longer than for the others.
+  Over several calls, the largest growth seen over as many consecutive rounds (two of the
+  largest seldom come in a row): the trigger is judged that far away, not nearer.
 - **time between calls**: a low quantile of the recent intervals (the trigger comes
   sooner when the calls are quick; a pause of the user's does not make it later).
 - **the summarizer's latency**: measured per summarizer (a high quantile of its recent
   summaries), :data:`PRIOR_SUMMARY_SECONDS` before the first one.
 
 From these :func:`start_now` answers the one question: if the summary were started at
-the next call instead of now, could the trigger be reached before it is ready? Pure: the
-caller supplies the clock's readings and keeps one :class:`SessionPace` per session.
+the next call instead of now, could the trigger be reached before it is ready? A ready
+pre-summary is extended on the same principle (:func:`outgrows`): only when it would not
+fit at a trigger that comes before an extension started at the next call could be ready
+(:func:`horizon`); further ahead, a later call extends it over more messages for the
+same one summarizer call. Pure: the caller supplies the clock's readings and keeps one
+:class:`SessionPace` per session.
 """
 
 from __future__ import annotations
@@ -24,8 +31,13 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-# How many recent rounds, intervals and summaries each estimate looks at.
+# How many recent intervals and summaries each estimate looks at.
 RECENT = 20
+# How many recent rounds the growth estimate looks at. Longer: the largest rounds (a whole
+# file read, a long build log) come every few dozen calls, and an estimate that forgot
+# the last one is outgrown by the next (then the pre-summary no longer fits at the
+# trigger and the turn waits for a summary after all).
+GROWTH_RECENT = 60
 GROWTH_QUANTILE = 1.0
 INTERVAL_QUANTILE = 0.25
 LATENCY_QUANTILE = 0.9
@@ -54,7 +66,7 @@ def quantile(values: Iterable[float], q: float) -> float | None:
 class SessionPace:
     """What one session's calls say about its pace: growth per call and time between calls."""
 
-    growth: deque[int] = field(default_factory=lambda: deque(maxlen=RECENT))
+    growth: deque[int] = field(default_factory=lambda: deque(maxlen=GROWTH_RECENT))
     intervals: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT))
     last_at: float | None = None
     last_sent: int | None = None
@@ -76,6 +88,33 @@ class SessionPace:
     def growth_per_call(self) -> int | None:
         found = quantile(self.growth, GROWTH_QUANTILE)
         return None if found is None else round(found)
+
+    def growth_over(self, calls: int) -> int | None:
+        """The largest growth seen over ``calls`` consecutive rounds: two of the largest
+        rounds seldom come in a row, so ``calls`` times the largest overstates it. Past
+        the rounds remembered, that product is all there is to go by."""
+        rounds = list(self.growth)
+        if not rounds:
+            return None
+        if calls > len(rounds):
+            return calls * max(rounds)
+        window = best = sum(rounds[:calls])
+        for i in range(calls, len(rounds)):
+            window += rounds[i] - rounds[i - calls]
+            best = max(best, window)
+        return best
+
+    def calls_until(self, tokens: int, trigger: int) -> int | None:
+        """The fewest calls after this one in which the request could be over ``trigger``,
+        had the next rounds grown as much as any as many consecutive ones seen; ``None``
+        without growth (no projection to act on)."""
+        growth = self.growth_per_call()
+        if tokens > trigger or not growth:
+            return calls_to_trigger(tokens, trigger, growth or 0)
+        for calls in range(1, len(self.growth) + 1):
+            if tokens + (self.growth_over(calls) or 0) > trigger:
+                return calls
+        return calls_to_trigger(tokens, trigger, growth)
 
     def seconds_per_call(self) -> float | None:
         return quantile(self.intervals, INTERVAL_QUANTILE)
@@ -119,16 +158,17 @@ def latency_in_calls(latency: float, interval: float) -> float:
 def start_now(pace: SessionPace, tokens: int, trigger: int, latency: float) -> bool:
     """Whether a pre-summary must start at this call to be ready by the trigger.
 
-    The trigger can come ``k`` calls from now; a summary started at the next call instead
-    would be ready one call plus its latency (in calls) from now. If that is later than
-    the trigger (less the slack), waiting a call would make the turn wait: start now. A
-    summary that takes no time starts :data:`SLACK_CALLS` + 1 calls before the trigger.
+    The trigger can come ``k`` calls from now (:meth:`SessionPace.calls_until`); a summary
+    started at the next call instead would be ready one call plus its latency (in calls)
+    from now. If that is later than the trigger (less the slack), waiting a call would
+    make the turn wait: start now. A summary that takes no time starts
+    :data:`SLACK_CALLS` + 1 calls before the trigger.
     """
     growth = pace.growth_per_call()
     interval = pace.seconds_per_call()
     if growth is None or interval is None:
         return False
-    calls = calls_to_trigger(tokens, trigger, growth)
+    calls = pace.calls_until(tokens, trigger)
     if calls is None:
         return False
     return calls - 1 - SLACK_CALLS <= latency_in_calls(latency, interval)
@@ -147,10 +187,36 @@ def messages_ahead(pace: SessionPace, tokens: int, trigger: int) -> int:
     return max(0, (calls or 0) - SLACK_CALLS) * MESSAGES_PER_CALL
 
 
-def outgrows(kept_tokens: int, tokens: int, trigger: int, target: int, growth: int) -> bool:
-    """Whether what a ready pre-summary keeps could be over ``target`` at the trigger.
+def horizon(pace: SessionPace, latency: float) -> float:
+    """How many calls ahead a ready pre-summary must fit without being extended now.
 
-    At the trigger the request has grown from ``tokens`` to as much as ``trigger + growth``
-    (the round that crosses it); everything it gained is kept beside the pre-summary's part.
+    An extension started at the next call is ready ``latency`` later; a trigger at any
+    call before that finds only what is ready now. At least the next call (the trigger
+    call itself starts nothing); ``inf`` before the pace is known.
     """
-    return kept_tokens + max(0, trigger - tokens) + max(0, growth) > target
+    interval = pace.seconds_per_call()
+    calls = math.inf if interval is None else latency_in_calls(latency, interval)
+    return calls if math.isinf(calls) else max(1, math.ceil(calls))
+
+
+def outgrows(
+    kept_tokens: int,
+    tokens: int,
+    trigger: int,
+    target: int,
+    growth: int,
+    within: float = math.inf,
+) -> bool:
+    """Whether what a ready pre-summary keeps could be over ``target`` at a trigger that
+    comes before an extension started at the next call would be ready.
+
+    ``within``: the most the request may grow before then (see :func:`horizon`). If that
+    does not reach the trigger, a later call extends it in time. Else at the trigger the
+    request has grown from ``tokens`` to as much as ``trigger + growth`` (the round that
+    crosses it), and by no more than ``within``; everything it gained is kept beside the
+    pre-summary's part.
+    """
+    if tokens + within <= trigger:
+        return False
+    gained = max(0, trigger - tokens) + max(0, growth)
+    return kept_tokens + min(gained, within) > target

@@ -12,10 +12,11 @@ leaves.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from hango.compaction.extractive import ExtractiveSummarizer
 from hango.compaction.jobs import SummaryJob, SummaryResult
+from hango.core.messages import Usage
 from hango.tokens.base import Estimator
 
 # The room a summary always has, however large the kept part (it may then be truncated).
@@ -45,18 +46,30 @@ def fit_summary(
     if result.fallback_reason is None:  # a model's summary: ask once for a shorter one
         candidates.append(("a shorter one", ask(job.model_copy(update={"max_tokens": room}))))
     candidates.append(("the extractive briefing", ExtractiveSummarizer().summarize(job)))
+    # Whichever is installed, the record accounts for every summarizer call made for it.
+    spent = _total_usage(candidate for _, candidate in candidates)
     for limit, where in ((room, "the target"), (hard_room, "the window")):
         for label, candidate in candidates:
             if estimator.estimate(candidate.text) <= limit:
-                return _because(candidate, f"{why}; installed {label}, which fits {where}")
+                reason = f"{why}; installed {label}, which fits {where}"
+                return _because(candidate, reason, spent)
     briefing = candidates[-1][1]
     cut = briefing.model_copy(update={"text": _cut(briefing.text, hard_room)})
-    return _because(cut, f"{why}; installed the extractive briefing cut to {hard_room} tokens")
+    reason = f"{why}; installed the extractive briefing cut to {hard_room} tokens"
+    return _because(cut, reason, spent)
 
 
-def _because(result: SummaryResult, reason: str) -> SummaryResult:
+def _total_usage(results: Iterable[SummaryResult]) -> Usage | None:
+    total: Usage | None = None
+    for usage in (result.usage for result in results):
+        if usage is not None:
+            total = usage if total is None else total.plus(usage)
+    return total
+
+
+def _because(result: SummaryResult, reason: str, usage: Usage | None) -> SummaryResult:
     reasons = "; ".join(r for r in (result.fallback_reason, reason) if r)
-    return result.model_copy(update={"fallback_reason": reasons})
+    return result.model_copy(update={"fallback_reason": reasons, "usage": usage})
 
 
 def _cut(text: str, room: int) -> str:

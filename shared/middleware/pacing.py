@@ -14,6 +14,7 @@ be late for the trigger (:func:`~hango.compaction.pace.start_now`). With the pac
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -21,7 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from hango.compaction.jobs import Summarizer, SummaryJob, SummaryResult
-from hango.compaction.pace import SessionPace, SummaryLatencies, messages_ahead, start_now
+from hango.compaction.pace import (
+    SessionPace,
+    SummaryLatencies,
+    horizon,
+    messages_ahead,
+    start_now,
+)
 from hango.core.identity import RecentlyUsed
 
 Clock = Callable[[], float]
@@ -67,7 +74,26 @@ class Pacer:
         if not self.adaptive:
             return True
         pace = self._paces.get(session_id, SessionPace)
-        return start_now(pace, tokens, trigger, self.latencies.expected(summarizer))
+        return start_now(pace, tokens, trigger, self.expected_latency(summarizer))
+
+    def growth_within_horizon(self, session_id: str, summarizer: str) -> float:
+        """The most the request may grow before an extension started at the next call is
+        ready (``pace.horizon`` calls, the largest growth seen over as many consecutive
+        rounds); with the pace off, unbounded (every call that could outgrow it extends it)."""
+        pace = self._paces.get(session_id, SessionPace)
+        if not self.adaptive:
+            return math.inf
+        calls = horizon(pace, self.expected_latency(summarizer))
+        grown = None if math.isinf(calls) else pace.growth_over(int(calls))
+        return math.inf if grown is None else grown
+
+    def expected_latency(self, summarizer: str) -> float:
+        """What a summary by ``summarizer`` is expected to take: on a simulated clock its
+        latency, known before the first summary is (its thread records it when done, and
+        a run's decisions must not depend on which thread gets there first)."""
+        if self.summary_seconds is not None:
+            return self.summary_seconds
+        return self.latencies.expected(summarizer)
 
     def timing(self, summarizer: Summarizer) -> Summarizer:
         """``summarizer``, its latency recorded under the job's model on every summary."""

@@ -161,11 +161,14 @@ class Presummaries:
         return result, self.pacer.ready_at(started), self.estimator.estimate(result.text)
 
     def _outgrown(self, call: ModelCall, current: Presummary, tokens: int) -> bool:
-        """Whether a ready pre-summary could no longer bring the request under the target.
+        """Whether a ready pre-summary could no longer bring the request under the target
+        at a trigger that comes before an extension started at the next call is ready.
 
         Then it is extended over the longer prefix: installing it at the trigger would
-        fail its fit check and the turn would wait for a summary after all. One in flight
-        is never replaced (at most one summarizer call per session at a time).
+        fail its fit check and the turn would wait for a summary after all. A trigger
+        further ahead is left to a later call, whose extension covers more for the same
+        one summarizer call. One in flight is never replaced (at most one summarizer call
+        per session at a time).
         """
         if not self.pacer.is_ready(current.started, current.work):
             return False
@@ -179,7 +182,10 @@ class Presummaries:
         scale = tokens / whole if whole > 0 else 1.0
         kept_tokens = round((whole - before + summary) * scale)
         profile, growth = self.profile, self.pacer.growth(call.session_id)
-        return outgrows(kept_tokens, tokens, profile.trigger_tokens, profile.target_tokens, growth)
+        summarizer = profile.summarizer_model or call.request.model
+        within = self.pacer.growth_within_horizon(call.session_id, summarizer)
+        trigger, target = profile.trigger_tokens, profile.target_tokens
+        return outgrows(kept_tokens, tokens, trigger, target, growth, within)
 
     def _threads(self) -> ThreadPoolExecutor:
         with self._lock:

@@ -140,6 +140,8 @@ SIMULATE_KEYS: dict[str, type | tuple[type, ...]] = {
     "summaries": dict,
     "trigger_wait_ms": dict,
     "presummary_hit_rate": (float, type(None)),
+    "presummary_ready_rate": (float, type(None)),
+    "trigger_compactions": list,
     "truncated_tool_args": int,
     "overflow_retries": int,
     "invalid_requests_blocked": int,

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from hango.cli import main
+from hango.core.profiles import known_price
 from tests.unit.cli.test_cli import hango
 
 _MESSAGE = re.compile(r"^### Message (\d+) ", re.MULTILINE)
@@ -46,18 +47,72 @@ def assert_each_evicted_message_once(text: str, records: list[dict[str, Any]]) -
     assert set(int(t) for t in _EVICTED_AT.findall(text)) <= turns
 
 
-def test_simulate_writes_each_evicted_message_to_the_history_once(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def simulate_12_turns(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Any:
     ran = hango(
         capsys, "simulate", "--turns", "12", "--max-input-tokens", "16000", "--json",
         "--database-url", f"sqlite:///{tmp_path / 's.db'}", "--history-root", str(tmp_path / "h"),
     )  # fmt: skip
+    assert ran.code == 0, ran.err
+    return json.loads(ran.out)
+
+
+def test_simulate_writes_each_evicted_message_to_the_history_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    report = simulate_12_turns(capsys, tmp_path)
+
+    assert report["compactions_by_reason"].get("threshold", 0) >= 2
+    assert report["summary_calls"] > len(report["compactions"])  # pre-summaries were replaced
+    assert_each_evicted_message_once(history_text(tmp_path / "h"), report["compactions"])
+
+
+TRIGGER_KEYS = {"turn", "presummary", "ready", "wait_ms", "summarizer", "summary_cost_usd"}
+
+
+def summary_cost(usage: dict[str, int], price: Any) -> float:
+    spent = price.input_cost(0, 0, usage["input_tokens"]) + price.output_cost(
+        usage["output_tokens"]
+    )
+    return round(spent, 6)
+
+
+def test_simulate_reports_each_compaction_at_the_trigger_with_its_summary_and_cost(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HANGO_MODEL", "claude-sonnet-4-5")
+    report = simulate_12_turns(capsys, tmp_path)
+
+    at_trigger = report["trigger_compactions"]
+    records = {c["turn"]: c for c in report["compactions"] if c["reason"] == "threshold"}
+    assert [c["turn"] for c in at_trigger] == list(records)
+    price = known_price("claude-sonnet-4-5")
+    for compaction in at_trigger:
+        assert set(compaction) == TRIGGER_KEYS
+        record = records[compaction["turn"]]
+        assert compaction["summarizer"] == record["summarizer"] == "llm"
+        assert compaction["summary_cost_usd"] == summary_cost(record["summary_usage"], price)
+        assert compaction["ready"] == (compaction["presummary"] and compaction["wait_ms"] == 0)
+    ready = sum(c["ready"] for c in at_trigger) / len(at_trigger)
+    assert report["presummary_ready_rate"] == round(ready, 3)
+
+
+def test_simulate_with_its_defaults_installs_a_ready_pre_summary_at_nine_triggers_in_ten(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The README's first command: rounds of up to ~8,600 tokens against a 4,000-token gap
+    # between the target and the trigger. The largest rounds come every few dozen calls;
+    # an estimate that forgot the last one left a pre-summary that no longer fit.
+    monkeypatch.delenv("HANGO_MODEL")
+    ran = hango(
+        capsys, "simulate", "--json", "--database-url", f"sqlite:///{tmp_path / 'd.db'}",
+        "--history-root", str(tmp_path / "h"),
+    )  # fmt: skip
 
     assert ran.code == 0, ran.err
     report = json.loads(ran.out)
-    assert report["compactions_by_reason"].get("threshold", 0) >= 2
-    assert report["summary_calls"] > len(report["compactions"])  # pre-summaries were replaced
+    assert len(report["trigger_compactions"]) >= 8
+    assert report["presummary_hit_rate"] >= 0.9
+    assert report["trigger_wait_ms"]["p50"] == 0
     assert_each_evicted_message_once(history_text(tmp_path / "h"), report["compactions"])
 
 
@@ -115,6 +170,27 @@ def test_replay_measures_readiness_on_the_recorded_timestamps(
     assert waits and all(w > 900_000 for w in waits)
     assert slow["presummary_ready_rate"] == 0
     assert_each_evicted_message_once(history_text(history), quick["compaction_records"])
+
+
+def test_replay_estimates_what_its_summaries_would_cost_a_model(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HANGO_MODEL", "claude-sonnet-4-5")
+    report, _ = replay_log(capsys, tmp_path, "--summarizer-latency", "0")
+
+    cost = report["summarizer_cost"]
+    assert cost["estimated"] is True and cost["model"] == "claude-sonnet-4-5"
+    # Every summarizer call, the pre-summaries never installed included.
+    assert cost["requests"] >= len(report["compaction_records"]) >= 1
+    assert cost["uncached_tokens"] == cost["prompt_tokens"] > 0  # no breakpoint in a summary
+    price = known_price("claude-sonnet-4-5")
+    records = report["compaction_records"]
+    installed = {c["turn"]: c for c in records if c["reason"] == "threshold"}
+    for compaction in report["trigger_compactions"]:
+        record = installed[compaction["turn"]]
+        assert compaction["summary_cost_usd"] == summary_cost(record["summary_usage"], price)
+    total = cost["input_cost_usd"] + cost["output_cost_usd"]
+    assert sum(c["summary_cost_usd"] for c in report["trigger_compactions"]) <= total + 1e-6
 
 
 def test_replay_without_timestamps_spaces_calls_by_call_seconds(

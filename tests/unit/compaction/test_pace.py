@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from hango.compaction.pace import (
+    GROWTH_RECENT,
     MESSAGES_PER_CALL,
     PRIOR_SUMMARY_SECONDS,
     SLACK_CALLS,
     SessionPace,
     SummaryLatencies,
     calls_to_trigger,
+    horizon,
     messages_ahead,
     outgrows,
     quantile,
@@ -37,7 +39,16 @@ def test_quantile_is_nearest_rank_and_none_when_empty() -> None:
 
 def test_growth_is_the_largest_recent_round_until_it_leaves_the_window() -> None:
     assert paced([100] * 19 + [5000], seconds=1.0).growth_per_call() == 5000
-    assert paced([5000] + [100] * 20, seconds=1.0).growth_per_call() == 100  # 21 rounds ago
+    old = [5000] + [100] * GROWTH_RECENT
+    assert paced(old, seconds=1.0).growth_per_call() == 100  # GROWTH_RECENT + 1 rounds ago
+
+
+def test_the_largest_round_is_remembered_longer_than_the_other_figures() -> None:
+    # A session's largest rounds (a whole file, a build log) come every few dozen calls:
+    # forgotten after 20, the estimate is outgrown by the next one at the trigger.
+    pace = paced([5000] + [100] * 39, seconds=1.0)
+    assert pace.growth_per_call() == 5000
+    assert len(pace.intervals) == 20
 
 
 def test_a_compaction_is_not_a_round_and_a_shrunk_request_adds_no_growth() -> None:
@@ -101,3 +112,60 @@ def test_messages_ahead_is_a_lower_bound_less_the_slack() -> None:
 def test_outgrows_counts_the_growth_to_the_trigger_and_the_crossing_round() -> None:
     assert not outgrows(3000, 8000, 10_000, 6000, 1000)  # 3000 + 2000 + 1000
     assert outgrows(3001, 8000, 10_000, 6000, 1000)
+
+
+def test_outgrows_only_by_what_can_grow_before_a_later_extension_is_ready() -> None:
+    # The trigger is 3 calls of 1000 away at most: grown 3000, all of it counts...
+    assert not outgrows(3000, 8000, 10_000, 6000, 1000, within=3000)  # 3000 + 3000
+    assert outgrows(3001, 8000, 10_000, 6000, 1000, within=3000)
+    # ...a trigger within reach before a later extension is ready: only that growth.
+    assert not outgrows(3500, 8000, 10_000, 6000, 1000, within=2500)  # 3500 + 2500
+    assert outgrows(3501, 8000, 10_000, 6000, 1000, within=2500)
+    # Out of reach until then: a later call extends it in time, however it fits now.
+    assert not outgrows(9000, 8000, 10_000, 6000, 1000, within=2000)
+
+
+def test_growth_over_consecutive_rounds_is_the_largest_window_seen() -> None:
+    pace = paced([100, 5000, 100, 100, 4000, 100], seconds=1.0)
+    assert pace.growth_over(1) == 5000
+    assert pace.growth_over(2) == 5100  # never two large ones in a row
+    assert pace.growth_over(3) == 5200
+    assert pace.growth_over(7) == 7 * 5000  # more calls than rounds seen: the largest each
+    assert SessionPace().growth_over(2) is None
+
+
+def test_the_trigger_is_as_near_as_consecutive_rounds_have_grown() -> None:
+    # Large rounds one in three: from 4000, 2 x 5000 would reach 10,000 in 2 calls, but
+    # no three consecutive rounds grew more than 5200: 4 calls (5000 + 100 + 100 + 5000).
+    pace = paced([100, 100, 5000] * 4, seconds=1.0)
+    assert calls_to_trigger(4000, 10_000, 5000) == 2
+    assert pace.calls_until(4000, 10_000) == 4
+    assert pace.calls_until(10_001, 10_000) == 0
+    assert SessionPace().calls_until(4000, 10_000) is None
+    # So a 1 s summary (1.5 calls with the margin) on 1 s calls need not start yet; from
+    # 5000 two calls (5100) can reach it: start.
+    assert not start_now(pace, 4000, 10_000, 1.0)
+    assert start_now(pace, 5000, 10_000, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("latency", "expected"),
+    [
+        # 2 s calls: a summary that takes no time is ready at the next call, but the
+        # trigger call itself starts nothing: a ready one must hold for one call.
+        (0.0, 1),
+        (1.0, 1),  # 1.5 s with the margin: ready by the call after the next
+        (2.0, 2),  # 3 s: two calls
+        (6.0, 5),  # 9 s: five calls
+    ],
+)
+def test_horizon_is_the_calls_until_a_later_extension_is_ready(
+    latency: float, expected: int
+) -> None:
+    assert horizon(paced([1000] * 3, seconds=2.0), latency) == expected
+
+
+def test_horizon_is_unbounded_before_the_pace_is_known_or_when_calls_take_no_time() -> None:
+    assert horizon(SessionPace(), 1.0) == float("inf")
+    assert horizon(paced([1000] * 3, seconds=0.0), 1.0) == float("inf")
+    assert horizon(paced([1000] * 3, seconds=0.0), 0.0) == 1

@@ -76,3 +76,21 @@ def test_latency_is_recorded_per_summarizer_model() -> None:
     assert timed.summarize(job).text == "small"
     assert pacer.latencies.expected("small") == 7.0
     assert pacer.latencies.expected("other") == PRIOR_SUMMARY_SECONDS
+
+
+def test_on_a_simulated_clock_the_expected_latency_is_known_before_any_summary() -> None:
+    # Recorded by the summary's thread when it is done: a decision taken before that
+    # must not depend on which thread got there first.
+    pacer = Pacer(watermark=0, clock=SteppedClock(), summary_seconds=3.0)
+    assert pacer.expected_latency("m") == 3.0
+    assert Pacer(watermark=0).expected_latency("m") == PRIOR_SUMMARY_SECONDS
+
+
+def test_growth_within_the_horizon_is_what_consecutive_rounds_grew() -> None:
+    clock = SteppedClock()
+    pacer = Pacer(watermark=0, clock=clock, summary_seconds=2.0)
+    grown(pacer, clock, [100, 3000, 100, 100], seconds=1.0)
+    # 2 s summaries on 1 s calls: 3 s with the margin, 3 calls; at most 3200 in 3 rounds.
+    assert pacer.growth_within_horizon("s", "m") == 3200
+    fixed = Pacer(watermark=0, adaptive=False, clock=clock, summary_seconds=2.0)
+    assert fixed.growth_within_horizon("s", "m") == float("inf")

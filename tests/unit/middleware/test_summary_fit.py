@@ -7,7 +7,7 @@ from pathlib import Path
 from hango.compaction.jobs import SummaryJob, SummaryResult
 from hango.compaction.summary_fit import fit_summary
 from hango.compaction.validate import validate_request
-from hango.core.messages import Message, Request, Response, StoredMessage
+from hango.core.messages import Message, Request, Response, StoredMessage, Usage
 from hango.providers.scripted import ScriptedProvider, text_reply
 from hango.tokens.heuristic import HeuristicEstimator
 from tests.agent_support import build
@@ -90,3 +90,19 @@ def test_a_briefing_too_large_even_for_the_window_is_cut_with_a_note() -> None:
 def test_a_summary_that_fits_is_returned_as_it_came() -> None:
     fine = SummaryResult(text="A short briefing.", summarizer="llm")
     assert fit_summary(fine, _job(), room=100, hard_room=200, estimator=ESTIMATE, ask=None) is fine  # type: ignore[arg-type]
+
+
+def test_the_installed_summary_accounts_for_every_summarizer_call_made_for_it() -> None:
+    # The first summary was too large and so was the shorter one asked for: the extractive
+    # briefing is installed, but both model calls were paid for.
+    first = SummaryResult(
+        text=HUGE, summarizer="llm", usage=Usage(input_tokens=900, output_tokens=80)
+    )
+    again = SummaryResult(
+        text=HUGE, summarizer="llm", usage=Usage(input_tokens=950, output_tokens=60)
+    )
+    fitted = fit_summary(
+        first, _job(), room=100, hard_room=20_000, estimator=ESTIMATE, ask=lambda job: again
+    )
+    assert fitted.summarizer == "extractive"
+    assert fitted.usage == Usage(input_tokens=1850, output_tokens=140)
