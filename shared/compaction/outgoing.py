@@ -150,10 +150,7 @@ class OutgoingCopy:
     def truncate_below(self, cut: int, truncate: Truncate) -> SentMessages:
         """The copy with every message below ``cut`` sent in its truncated form."""
         with self._lock:
-            if truncate is not self._truncate:
-                self._truncate = truncate
-                self._forget_forms(0)
-                self._refresh_below(self._cut)
+            self._use(truncate)
             cut = min(cut, len(self._sent))
             if cut != self._cut:
                 low, high = sorted((cut, self._cut))
@@ -164,10 +161,7 @@ class OutgoingCopy:
     def truncation_gain(self, start: int, end: int, truncate: Truncate) -> tuple[int, int]:
         """Blocks truncation shortens in ``[start, end)`` and the tokens it saves there."""
         with self._lock:
-            if truncate is not self._truncate:
-                self._truncate = truncate
-                self._forget_forms(0)
-                self._refresh_below(self._cut)
+            self._use(truncate)
             self._reach(end)
             return self._cut_blocks.between(start, end), self._cut_saved.between(start, end)
 
@@ -289,6 +283,13 @@ class OutgoingCopy:
             self._tokens.put(index, self.estimator.estimate_message(message))
         self._checks.put(index, message)
         self._unchecked.update((index - 1, index, index + 1))
+
+    def _use(self, truncate: Truncate) -> None:
+        """Truncate with ``truncate`` from now on (another one: every form is redone)."""
+        if truncate is not self._truncate:
+            self._truncate = truncate
+            self._forget_forms(0)
+            self._refresh_below(self._cut)
 
     def _form_at(self, index: int) -> Message:
         if index >= self._cut:
