@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import sqlalchemy
-from sqlalchemy import Connection, Engine, Row, event, func, select, update
+from sqlalchemy import Connection, Engine, Row, Text, cast, event, func, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
@@ -384,7 +384,11 @@ class Store:
         self, session_id: str, from_seq: int | None = None, to_seq: int | None = None
     ) -> list[StoredMessage]:
         """The session's messages ordered by ``seq``, within the inclusive bounds given."""
-        query = select(messages.c.seq, messages.c.turn, messages.c.content).where(
+        # The content as the text stored, parsed and validated in one pass by pydantic: a
+        # restarted process reads a long session at once, and decoding it to dicts first
+        # (the JSON type's own processing) was most of that read.
+        content = cast(messages.c.content, Text).label("content")
+        query = select(messages.c.seq, messages.c.turn, content).where(
             messages.c.session_id == session_id
         )
         if from_seq is not None:
@@ -394,7 +398,9 @@ class Store:
         with self.engine.connect() as conn:
             rows = conn.execute(query.order_by(messages.c.seq)).all()
         return [
-            StoredMessage(seq=row.seq, turn=row.turn, message=Message.model_validate(row.content))
+            StoredMessage(
+                seq=row.seq, turn=row.turn, message=Message.model_validate_json(row.content)
+            )
             for row in rows
         ]
 
