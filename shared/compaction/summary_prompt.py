@@ -171,8 +171,9 @@ def render_transcript(
     pieces = [_pieces(stored, names) for stored in evicted]
     # Each cap's length is worked out from the pieces' lengths; only the cap that fits is
     # rendered.
+    sizes = _sizes(pieces)
     for cap in _PAYLOAD_CAPS:
-        if _length(pieces, cap) <= max_chars:
+        if sizes.at(cap) <= max_chars:
             return _render(pieces, cap)
     return _drop_middle(_render(pieces, _PAYLOAD_CAPS[-1]), max_chars)
 
@@ -190,7 +191,7 @@ def _pieces(stored: StoredMessage, names: dict[str, str]) -> list[str | _Payload
         if isinstance(block, TextBlock):
             pieces += ["\n", block.text]
         elif isinstance(block, ToolUseBlock):
-            arguments = _Payload(json.dumps(block.input, ensure_ascii=False))
+            arguments = _Payload(_encode(block.input))
             pieces += [f"\n[tool call {block.name} id={block.id}] ", arguments]
         elif isinstance(block, ToolResultBlock):
             name = names.get(block.tool_use_id, "unknown tool")
@@ -211,25 +212,35 @@ def _render(pieces: list[list[str | _Payload]], cap: int | None) -> str:
     )
 
 
-def _length(pieces: list[list[str | _Payload]], cap: int | None) -> int:
-    """``len(_render(pieces, cap))``, without rendering."""
+class _Sizes(NamedTuple):
+    """The rendering's length apart from the payloads, and each payload's length."""
+
+    plain: int
+    payloads: list[int]
+
+    def at(self, cap: int | None) -> int:
+        """``len(_render(pieces, cap))``, without rendering."""
+        return self.plain + sum(_clipped_length(n, cap) for n in self.payloads)
+
+
+def _sizes(pieces: list[list[str | _Payload]]) -> _Sizes:
     separators = 2 * max(len(pieces) - 1, 0)
-    return separators + sum(
-        len(p) if isinstance(p, str) else _clipped_length(p.text, cap)
-        for message in pieces
-        for p in message
-    )
+    plain = sum(len(p) for message in pieces for p in message if isinstance(p, str))
+    payloads = [len(p.text) for message in pieces for p in message if isinstance(p, _Payload)]
+    return _Sizes(separators + plain, payloads)
 
 
-def _clipped_length(text: str, cap: int | None) -> int:
-    """``len(clip(text, cap))``."""
-    if cap is None or len(text) <= cap:
-        return len(text)
+def _clipped_length(length: int, cap: int | None) -> int:
+    """``len(clip(text, cap))`` of a text of ``length`` characters."""
+    if cap is None or length <= cap:
+        return length
     half = cap // 2
-    return 2 * half + len(_CUT_NOTE.format(len(text) - 2 * half))
+    return 2 * half + len(_CUT_NOTE.format(length - 2 * half))
 
 
 _CUT_NOTE = "\n[... {} characters omitted here ...]\n"
+# One encoder for every tool input (``json.dumps`` with options builds one per call).
+_encode = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def clip(text: str, cap: int | None) -> str:

@@ -35,6 +35,8 @@ _encode = json.JSONEncoder(ensure_ascii=False).encode
 
 def fence_for(content: str) -> str:
     """A backtick fence longer than the longest backtick run in ``content`` (at least 3)."""
+    if "```" not in content:  # most content: no run of three to outgrow (a C-speed search)
+        return "```"
     longest = max((len(run) for run in _BACKTICK_RUN.findall(content)), default=0)
     return "`" * max(3, longest + 1)
 

@@ -15,9 +15,9 @@ from hango.compaction.summary_prompt import (
     SUMMARY_SECTIONS,
     SUMMARY_SYSTEM_PROMPT,
     _drop_middle,
-    _length,
     _pieces,
     _render,
+    _sizes,
     artifact_index,
     build_summary_message,
     build_summary_request,
@@ -176,7 +176,7 @@ def test_the_cap_chosen_from_lengths_is_the_first_whose_rendering_fits(
     rendered = ""
     for cap in _PAYLOAD_CAPS:
         rendered = _render(pieces, cap)
-        assert _length(pieces, cap) == len(rendered)
+        assert _sizes(pieces).at(cap) == len(rendered)
         if len(rendered) <= bound:
             break
     else:
