@@ -22,7 +22,7 @@ from io import BufferedRandom
 from pathlib import Path
 
 from hango.core.errors import HistoryPathError
-from hango.history.paths import is_under, joined, normalize, section_keys, section_text
+from hango.history.paths import is_under, normalize, section_keys, section_text
 
 _TEMP_PREFIX = ".hango-tmp-"
 
@@ -65,9 +65,13 @@ class LocalHistory:
             if key in section_keys(existing):
                 return False
             handle.seek(0, os.SEEK_END)
-            handle.write(joined(existing, addition)[len(existing) :].encode("utf-8"))
+            separator = "\n" if existing and not existing.endswith("\n") else ""
+            handle.write((separator + addition).encode("utf-8"))
+            # Flushed to the OS, not fsynced: the file is a rendering of messages the store
+            # already holds, and it gets the embedded store's own durability (WAL with
+            # synchronous=NORMAL: a crash of the process, not of the machine). An fsync of a
+            # long evicted range (tens of MB) was most of a large compaction's cost.
             handle.flush()
-            os.fsync(handle.fileno())
             return True
 
     def ls(self, prefix: str = "/") -> list[str]:
