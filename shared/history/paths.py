@@ -12,8 +12,6 @@ a keyed section was appended, so both backends agree on what a file contains.
 
 from __future__ import annotations
 
-import re
-
 from hango.core.errors import HistoryPathError
 from hango.core.ids import is_safe_id, validate_session_id
 
@@ -27,11 +25,6 @@ CONVERSATION_HISTORY_DIR = "/conversation_history"
 LARGE_TOOL_RESULTS_DIR = "/large_tool_results"
 SECTION_MARKER_PREFIX = "<!-- hango-section: "
 SECTION_MARKER_SUFFIX = " -->"
-# A whole marker line (any line ending, as ``str.splitlines`` sees lines), its key captured.
-_MARKER_LINE = re.compile(
-    "^" + re.escape(SECTION_MARKER_PREFIX) + r"(.*)" + re.escape(SECTION_MARKER_SUFFIX) + r"\r?$",
-    re.MULTILINE,
-)
 
 
 def validate_tool_use_id(tool_use_id: str) -> str:
@@ -126,12 +119,18 @@ def section_marker(key: str) -> str:
 def section_keys(text: str) -> set[str]:
     """Every section key whose marker line appears in ``text``.
 
-    Found by one regular-expression scan (a history file of a long session is tens of MB
-    and is read at every offload), not a split of every line.
+    Found by searching for the marker's prefix (a history file of a long session is tens
+    of MB and is read at every offload), not by splitting every line.
     """
-    if SECTION_MARKER_PREFIX not in text:
-        return set()
-    return set(_MARKER_LINE.findall(text))
+    keys: set[str] = set()
+    at = text.find(SECTION_MARKER_PREFIX)
+    while at != -1:
+        end = text.find("\n", at)
+        line = text[at : len(text) if end == -1 else end].rstrip("\r")
+        if (at == 0 or text[at - 1] == "\n") and _is_marker_line(line):
+            keys.add(line[len(SECTION_MARKER_PREFIX) : -len(SECTION_MARKER_SUFFIX)])
+        at = text.find(SECTION_MARKER_PREFIX, at + len(SECTION_MARKER_PREFIX))
+    return keys
 
 
 def section_text(key: str, content: str) -> str:
