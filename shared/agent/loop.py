@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from hango.compaction.head import head_message
 from hango.compaction.outgoing import OutgoingCopy
-from hango.compaction.record import CompactionReason, CompactionRecord
+from hango.compaction.record import CompactionReason, CompactionRecord, RunState
 from hango.core.api_rules import message_problem, tool_use_problem
 from hango.core.errors import ContextOverflowError, InvalidInputError, InvalidRequestError
 from hango.core.identity import IdentityCache, RecentlyUsed
@@ -131,6 +131,38 @@ class TurnContext:
     # it); None: the loop's own.
     base: Request | None = None
     assembly: Assembly | None = None
+
+
+@dataclass
+class PendingAppend:
+    """The store's half of :meth:`AgentLoop.append_ahead`: run once, in any thread."""
+
+    loop: AgentLoop
+    ctx: TurnContext
+    rows: list[tuple[Message, MessageEstimate | None]]
+    expected: list[StoredMessage]
+    # The turn's state before its first call: what a turn whose append failed keeps.
+    initial: RunState
+
+    def store(self) -> list[StoredMessage]:
+        """Append the batch; on any failure the memory that ran ahead is dropped."""
+        ctx = self.ctx
+        try:
+            stored = self.loop.store.append_messages(ctx.session_id, ctx.turn, self.rows, ctx.lease)
+            if [item.seq for item in stored] != [item.seq for item in self.expected]:
+                raise RuntimeError(
+                    f"session {ctx.session_id}: the batch was stored from seq "
+                    f"{stored[0].seq}, not {self.expected[0].seq} as the turn expected"
+                )
+        except BaseException:
+            self.loop.forget(ctx.session_id)
+            raise
+        return stored
+
+    def failed(self) -> None:
+        """The append failed: the turn keeps the state it began with (a compaction made
+        meanwhile may count messages the store does not have)."""
+        self.ctx.holder = StateHolder(self.initial)
 
 
 class AgentLoop:
@@ -411,6 +443,33 @@ class AgentLoop:
         elif stored:
             ctx.in_step = False  # someone else appended too: read the store again
         return stored
+
+    def append_ahead(
+        self, ctx: TurnContext, batch: Sequence[Message], stored_last: int
+    ) -> PendingAppend | None:
+        """``append_many`` in two halves: the memory's now, the store's later.
+
+        ``batch`` joins the transcript at once as the session's next ``seq`` numbers,
+        so the turn's request is built while :meth:`PendingAppend.store` (the one
+        transaction) runs beside it. Only for a caller that holds the session's lease and
+        knows the store's newest ``seq`` is ``stored_last``; None when the memory is not
+        in step with that (then ``append_many``).
+        """
+        cached = ctx.memory.transcript
+        if not batch or (cached[-1].seq if cached else 0) != stored_last:
+            return None
+        rows = [(message, self._estimate(message)) for message in batch]
+        expected = [
+            StoredMessage(seq=stored_last + 1 + offset, turn=ctx.turn, message=message)
+            for offset, message in enumerate(batch)
+        ]
+        cached.extend(expected)
+        ctx.in_step = True  # the store has nothing past stored_last (the lease holds it)
+        return PendingAppend(self, ctx, rows, expected, ctx.holder.state)
+
+    def forget(self, session_id: str) -> None:
+        """Drop what memory holds of the session: its next turn reads the store."""
+        self._memory.discard(session_id)
 
     def _estimate(self, message: Message) -> MessageEstimate | None:
         if self.estimates is None:

@@ -19,12 +19,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import anyio.from_thread
+import anyio.to_thread
 from pydantic import ValidationError
 
-from hango.agent.loop import AgentLoop, TurnContext
+from hango.agent.loop import AgentLoop, PendingAppend, TurnContext
 from hango.compaction.head import head_message
 from hango.core.errors import (
     HangoError,
@@ -32,7 +34,7 @@ from hango.core.errors import (
     InvalidRequestError,
     SessionBusyError,
 )
-from hango.core.messages import JsonObject, Message, Request
+from hango.core.messages import JsonObject, Message, Request, StoredMessage
 from hango.core.settings import ProfileOverride, Settings
 from hango.gateway.body import Bodies
 from hango.gateway.history_rounds import HistoryRounds
@@ -109,6 +111,44 @@ def parsed(messages: list[JsonObject], first_index: int) -> list[Message]:
     return result
 
 
+@dataclass(frozen=True)
+class Turn:
+    """One request as a turn: where its history goes, its new messages, who sent it."""
+
+    placement: Placement
+    new: list[Message]
+    caller: Caller
+    exchange: Exchange
+
+
+@dataclass
+class StoredBeside:
+    """A turn's new messages being stored while its request goes upstream.
+
+    The client's first byte waits for it (:meth:`ready`, awaited by the exchange once
+    upstream answers): an answer goes out only for a turn whose messages are stored. When
+    the append fails, the upstream call is closed, the client gets an API error (500,
+    nothing of the answer sent) and sends its request again; the turn is recorded failed
+    with the state it began with (:meth:`PendingAppend.failed`), and the loop's memory of
+    the session is dropped, so nothing stored is rewritten and nothing is lost quietly.
+    """
+
+    pending: PendingAppend
+    future: Future[list[StoredMessage]]
+
+    async def ready(self) -> None:
+        if not self.future.done():
+            await anyio.to_thread.run_sync(wait, [self.future])
+        self.future.result()
+
+    def join(self) -> BaseException | None:
+        """Wait for the append; its error, if it failed."""
+        error = self.future.exception()
+        if error is not None:
+            self.pending.failed()
+        return error
+
+
 class Gateway:
     """Runs client requests as turns; called in a worker thread per request."""
 
@@ -119,6 +159,8 @@ class Gateway:
         # The history tool the gateway answers itself (hango.gateway.history_rounds).
         self.history = history
         self.bodies = Bodies()
+        # Appends that run beside their turn's upstream call (StoredBeside).
+        self._writer = ThreadPoolExecutor(thread_name_prefix="hango-gateway-append")
 
     def serve(self, exchange: Exchange, caller: Caller) -> None:
         """Answer ``exchange`` (in this worker thread); the answer always ends."""
@@ -159,7 +201,7 @@ class Gateway:
             ctx = loop.begin_turn(placement.session_id)
             ctx.lease, ctx.base = lease, base
             ctx.assembly = Assembly(system=base.system_blocks(), tools=base.tool_definitions())
-            self._answer(loop, ctx, placement, new, caller)
+            self._answer(loop, ctx, Turn(placement, new, caller, exchange))
 
     def _still_placed(
         self, caller: Caller, sent: list[JsonObject], placement: Placement
@@ -176,26 +218,50 @@ class Gateway:
             )
         return again
 
-    def _answer(
+    def _append(
         self,
         loop: AgentLoop,
         ctx: TurnContext,
         placement: Placement,
         new: list[Message],
-        caller: Caller,
-    ) -> None:
-        try:
+        exchange: Exchange,
+    ) -> StoredBeside | None:
+        """Store the request's new messages: beside the upstream call when the branch is
+        stored and the loop's memory in step with it, else now."""
+        pending = loop.append_ahead(ctx, new, placement.held) if placement.stored else None
+        if pending is None:
             loop.append_many(ctx, new)
             self.branches.appended(placement.session_id, placement.new)
+            return None
+        beside = StoredBeside(pending, self._writer.submit(pending.store))
+        exchange.ready = beside.ready
+        return beside
+
+    def _answer(self, loop: AgentLoop, ctx: TurnContext, turn: Turn) -> None:
+        beside = None
+        try:
+            beside = self._append(loop, ctx, turn.placement, turn.new, turn.exchange)
             if self.history is None:
                 loop.call_model(ctx)
             else:
-                with self.history.turn(loop, ctx, caller.tenant):
+                with self.history.turn(loop, ctx, turn.caller.tenant):
                     loop.call_model(ctx)
+            self._settle(beside, turn.placement, raising=True)
         except BaseException as exc:
+            self._settle(beside, turn.placement, raising=False)
             loop.end_turn(ctx, status="failed", error=type(exc).__name__)
             raise
         loop.end_turn(ctx)
+
+    def _settle(self, beside: StoredBeside | None, placement: Placement, raising: bool) -> None:
+        """Wait for the append that ran beside the call; what it stored joins the branch."""
+        if beside is None:
+            return
+        error = beside.join()
+        if error is None:
+            self.branches.appended(placement.session_id, placement.new)
+        elif raising:
+            raise error
 
     def as_sent(self, raw: JsonObject, caller: Caller) -> JsonObject:
         """``raw`` with the messages hango would send now: for ``count_tokens``.

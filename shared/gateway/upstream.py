@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -105,6 +105,9 @@ class Exchange:
     gone: bool = False
     # Set while the gateway answers its own tool in this request: the answer passes through it.
     splice: Splice | None = None
+    # Awaited once upstream answers, before any of the answer goes to the client: the
+    # turn's store work that ran beside the call (it raises when that failed).
+    ready: Callable[[], Awaitable[None]] | None = None
     _scope: anyio.CancelScope | None = None
     _out: MemoryObjectSendStream[Item] = field(init=False)
     answers: MemoryObjectReceiveStream[Item] = field(init=False)
@@ -145,6 +148,8 @@ class Exchange:
         request = self.client.build_request("POST", self.url, content=body, headers=self.headers)
         answer = await self.client.send(request, stream=True)
         try:
+            if self.ready is not None:
+                await self.ready()
             if answer.status_code >= 400:
                 return await self._refused(answer)
             self._pass(Head(answer.status_code, answer_headers(answer.headers)))

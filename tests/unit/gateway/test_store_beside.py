@@ -1,0 +1,107 @@
+"""A turn's new messages are stored beside its upstream call; the answer waits for them."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import httpx2
+import pytest
+
+from tests.fakeapi import FakeAnthropicAPI
+from tests.gateway_support import RunningGateway
+
+KEY = "sk-ant-beside-3c9a"
+HEADERS = {"x-api-key": KEY, "x-hango-session": "beside"}
+
+
+def body(messages: list[Any], stream: bool) -> dict[str, Any]:
+    return {"model": "claude-sonnet-4-5", "max_tokens": 50, "messages": messages, "stream": stream}
+
+
+def history(rounds: int) -> list[Any]:
+    messages: list[Any] = [{"role": "user", "content": "start"}]
+    for n in range(rounds):
+        messages += [
+            {"role": "assistant", "content": f"answer {n}"},
+            {"role": "user", "content": f"go on {n}"},
+        ]
+    return messages
+
+
+def stored(gateway: RunningGateway) -> list[Any]:
+    store = gateway.gateway.store
+    (session_id,) = [s.id for s in store.sessions()]
+    return [item.message.to_api() for item in store.messages(session_id)]
+
+
+def send(gateway: RunningGateway, messages: list[Any], stream: bool) -> httpx2.Response:
+    return httpx2.post(
+        f"{gateway.url}/v1/messages", json=body(messages, stream), headers=HEADERS, timeout=30
+    )
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_append_that_fails_beside_the_call_withholds_the_answer_and_loses_nothing(
+    gateway: RunningGateway,
+    upstream: FakeAnthropicAPI,
+    monkeypatch: pytest.MonkeyPatch,
+    stream: bool,
+) -> None:
+    assert send(gateway, history(1), stream).status_code == 200
+    store = gateway.gateway.store
+    real_append = store.append_messages
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("disk I/O error (scripted)")
+
+    monkeypatch.setattr(store, "append_messages", broken)
+    answer = send(gateway, history(2), stream)
+    # The upstream call went out beside the append; its answer did not reach the client.
+    assert len(upstream.requests) == 2
+    assert answer.status_code == 500
+    error = answer.json()
+    assert error["type"] == "error"
+    assert error["error"]["type"] == "api_error"
+    assert "disk I/O error (scripted)" in error["error"]["message"]
+    assert "event:" not in answer.text
+    assert stored(gateway) == history(1)  # nothing half-stored
+    (session,) = store.sessions()
+    run = store.latest_run(session.id)
+    assert run is not None and run.status == "failed"
+    # The client sends its request again: the turn is stored whole, once.
+    monkeypatch.setattr(store, "append_messages", real_append)
+    assert send(gateway, history(2), stream).status_code == 200
+    assert stored(gateway) == history(2)
+    assert send(gateway, history(3), stream).status_code == 200
+    assert stored(gateway) == history(3)
+    run = store.latest_run(session.id)
+    assert run is not None and run.status == "completed"
+
+
+def test_the_first_byte_waits_for_the_append(
+    gateway: RunningGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert send(gateway, history(1), True).status_code == 200
+    store = gateway.gateway.store
+    real_append = store.append_messages
+    appending = threading.Event()
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        appending.set()
+        time.sleep(0.3)  # longer than the loopback upstream takes to answer
+        return real_append(*args, **kwargs)
+
+    monkeypatch.setattr(store, "append_messages", slow)
+    request = body(history(2), True)
+    with httpx2.stream(
+        "POST", f"{gateway.url}/v1/messages", json=request, headers=HEADERS, timeout=30
+    ) as answer:
+        assert answer.status_code == 200
+        # The status line is the answer's first byte: by then the turn's messages are stored.
+        assert appending.is_set()
+        assert stored(gateway) == history(2)
+        events = [line for line in answer.iter_lines() if line.startswith("data:")]
+    assert json.loads(events[-1][5:])["type"] == "message_stop"
