@@ -89,9 +89,12 @@ class MessagesEndpoint:
         if key is None:
             return api_error(401, "authentication_error", "hango gateway: no x-api-key header")
         tenant = tenant_of(key, self.upstream.secret)
-        # The previous body of the same named session (else of the tenant) is compared
-        # with this one as it arrives: only what it does not repeat is parsed.
-        arrival = self.gateway.bodies.arrival(f"{tenant}\0{header_session(headers) or ''}")
+        # The previous body of the same session is compared with this one as it arrives:
+        # only what it does not repeat is parsed. A session not named in the headers is
+        # one of the tenant's unnamed conversations, told apart by how the body starts.
+        named = header_session(headers)
+        key = tenant if named is None else f"{tenant}\0{named}"
+        arrival = self.gateway.bodies.arrival(key, unnamed=named is None)
         async for chunk in request.stream():
             arrival.add(chunk)
         try:
