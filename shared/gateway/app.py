@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from hango.gateway.body import BodyError
+from hango.gateway.body import Bodies, Body, BodyError
 from hango.gateway.identity import api_key, client_session, header_session, tenant_of
 from hango.gateway.service import Caller, Gateway
 from hango.gateway.upstream import (
@@ -89,18 +89,9 @@ class MessagesEndpoint:
         if key is None:
             return api_error(401, "authentication_error", "hango gateway: no x-api-key header")
         tenant = tenant_of(key, self.upstream.secret)
-        # The previous body of the same session is compared with this one as it arrives:
-        # only what it does not repeat is parsed. A session not named in the headers is
-        # one of the tenant's unnamed conversations, told apart by how the body starts.
-        named = header_session(headers)
-        key = tenant if named is None else f"{tenant}\0{named}"
-        arrival = self.gateway.bodies.arrival(key, unnamed=named is None)
-        async for chunk in request.stream():
-            arrival.add(chunk)
-        try:
-            body = self.gateway.bodies.received(arrival)
-        except BodyError as error:
-            return api_error(400, "invalid_request_error", f"hango gateway: {error}")
+        body = await read_body(request, self.gateway.bodies, tenant, headers)
+        if isinstance(body, Response):
+            return body
         raw = body.raw
         exchange = Exchange(
             client=self.upstream.http(),
@@ -114,6 +105,26 @@ class MessagesEndpoint:
 
     async def _serve(self, exchange: Exchange, caller: Caller) -> None:
         await anyio.to_thread.run_sync(self.gateway.serve, exchange, caller, limiter=self.threads)
+
+
+async def read_body(
+    request: HttpRequest, bodies: Bodies, tenant: str, headers: dict[str, str], kind: str = ""
+) -> Body | Response:
+    """The request's body, or the API's 400 when it is no JSON object.
+
+    The previous body of the same session (and ``kind`` of request) is compared with this
+    one as it arrives: only what it does not repeat is parsed. A session not named in the
+    headers is one of the tenant's unnamed conversations, told apart by how the body starts.
+    """
+    named = header_session(headers)
+    group = f"{kind}\0{tenant}"
+    arrival = bodies.arrival(group if named is None else f"{group}\0{named}", unnamed=not named)
+    async for chunk in request.stream():
+        arrival.add(chunk)
+    try:
+        return bodies.received(arrival)
+    except BodyError as error:
+        return api_error(400, "invalid_request_error", f"hango gateway: {error}")
 
 
 async def _relay(exchange: Exchange, send: Send) -> None:
@@ -199,15 +210,16 @@ async def _count_tokens(request: HttpRequest, gateway: Gateway, upstream: Upstre
     key = api_key(headers)
     if key is None:
         return api_error(401, "authentication_error", "hango gateway: no x-api-key header")
-    try:
-        raw = json.loads(await request.body())
-    except ValueError:
-        return api_error(400, "invalid_request_error", "hango gateway: the body is not JSON")
-    caller = Caller(tenant_of(key, upstream.secret), client_session(headers, raw))
-    body = await anyio.to_thread.run_sync(gateway.as_sent, raw, caller)
+    tenant = tenant_of(key, upstream.secret)
+    body = await read_body(request, gateway.bodies, tenant, headers, "count_tokens")
+    if isinstance(body, Response):
+        return body
+    caller = Caller(tenant, client_session(headers, body.raw))
+    sent = await anyio.to_thread.run_sync(gateway.as_sent, body.raw, caller)
     answer = await upstream.http().post(
         upstream.url("/v1/messages/count_tokens", request.url.query.encode()),
-        content=json.dumps(body).encode(),
+        # Unchanged (nothing compacted yet): the client's own bytes, not serialized again.
+        content=bytes(body.data) if sent is body.raw else json.dumps(sent).encode(),
         headers={**forwarded_headers(headers), "content-type": "application/json"},
     )
     return Response(answer.content, answer.status_code, headers=answer_header_map(answer.headers))
