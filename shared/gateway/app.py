@@ -28,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from hango.gateway.body import Bodies, Body, BodyError
 from hango.gateway.identity import api_key, client_session, header_session, tenant_of
-from hango.gateway.service import Caller, Gateway
+from hango.gateway.service import Caller, EarlyLease, Gateway
 from hango.gateway.upstream import (
     Exchange,
     Head,
@@ -76,21 +76,30 @@ class MessagesEndpoint:
         if isinstance(prepared, Response):
             await prepared(scope, receive, send)
             return
-        exchange, caller = prepared
-        async with anyio.create_task_group() as group:
-            group.start_soon(self._serve, exchange, caller)
-            group.start_soon(_watch_disconnect, receive, exchange)
-            await _relay(exchange, send)
-            group.cancel_scope.cancel()
+        exchange, caller, early = prepared
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._serve, exchange, caller, early)
+                group.start_soon(_watch_disconnect, receive, exchange)
+                await _relay(exchange, send)
+                group.cancel_scope.cancel()
+        finally:
+            await _discard(early)  # a turn that never ran leaves no lease behind
 
-    async def _prepare(self, request: HttpRequest) -> tuple[Exchange, Caller] | Response:
+    async def _prepare(
+        self, request: HttpRequest
+    ) -> tuple[Exchange, Caller, EarlyLease | None] | Response:
         headers = {k.lower(): v for k, v in request.headers.items()}
         key = api_key(headers)
         if key is None:
             return api_error(401, "authentication_error", "hango gateway: no x-api-key header")
         tenant = tenant_of(key, self.upstream.secret)
+        named = header_session(headers)
+        # The branch's lease is tried while the body arrives, not after.
+        early = None if named is None else self.gateway.early_lease(Caller(tenant, named))
         body = await read_body(request, self.gateway.bodies, tenant, headers)
         if isinstance(body, Response):
+            await _discard(early)
             return body
         raw = body.raw
         exchange = Exchange(
@@ -101,10 +110,17 @@ class MessagesEndpoint:
             streaming=bool(raw.get("stream")),
             frame=body.frame(),
         )
-        return exchange, Caller(tenant, client_session(headers, raw))
+        return exchange, Caller(tenant, client_session(headers, raw)), early
 
-    async def _serve(self, exchange: Exchange, caller: Caller) -> None:
-        await anyio.to_thread.run_sync(self.gateway.serve, exchange, caller, limiter=self.threads)
+    async def _serve(self, exchange: Exchange, caller: Caller, early: EarlyLease | None) -> None:
+        serve = self.gateway.serve
+        await anyio.to_thread.run_sync(serve, exchange, caller, early, limiter=self.threads)
+
+
+async def _discard(early: EarlyLease | None) -> None:
+    if early is not None and early.pending:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(early.discard)
 
 
 async def read_body(

@@ -20,6 +20,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import anyio.from_thread
@@ -45,10 +46,13 @@ from hango.gateway.sse import encode
 from hango.gateway.upstream import ClientGoneError, Exchange, Head, error_body
 from hango.middleware.base import Assembly
 from hango.store import Store
+from hango.store.leases import SessionLeases, TurnLease
 
 log = logging.getLogger(__name__)
 
 LoopFactory = Callable[[Settings], AgentLoop]
+# Threads for the store work of turns in flight (an append, a lease tried early), per pool.
+TURN_WRITERS = 64
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,40 @@ class StoredBeside:
         return error
 
 
+class EarlyLease:
+    """The lease of the branch a named session's request most likely continues, tried
+    while the request's body is still arriving (the session is named in its headers).
+
+    One attempt, no waiting: taken if the branch is free, else the turn waits for it as
+    usual. The turn takes it over if it continues that branch (:meth:`take`); otherwise,
+    and for a request that never becomes a turn, it is released (:meth:`discard`).
+    """
+
+    def __init__(self, leases: SessionLeases, session_id: str, tried: Future[TurnLease | None]):
+        self.leases = leases
+        self.session_id = session_id
+        self._tried: Future[TurnLease | None] | None = tried
+
+    @property
+    def pending(self) -> bool:
+        """Neither taken over nor discarded yet."""
+        return self._tried is not None
+
+    def take(self, session_id: str) -> TurnLease | None:
+        """The lease, if it was taken and is the one of ``session_id``; else None."""
+        if self._tried is None or session_id != self.session_id:
+            self.discard()
+            return None
+        lease, self._tried = self._tried.result(), None
+        return lease
+
+    def discard(self) -> None:
+        tried, self._tried = self._tried, None
+        lease = None if tried is None or tried.exception() else tried.result()
+        if lease is not None:
+            self.leases.release(lease)
+
+
 class Gateway:
     """Runs client requests as turns; called in a worker thread per request."""
 
@@ -159,14 +197,26 @@ class Gateway:
         # The history tool the gateway answers itself (hango.gateway.history_rounds).
         self.history = history
         self.bodies = Bodies()
-        # Appends that run beside their turn's upstream call (StoredBeside).
-        self._writer = ThreadPoolExecutor(thread_name_prefix="hango-gateway-append")
+        # Appends that run beside their turn's upstream call (StoredBeside), leases tried
+        # while a body arrives (EarlyLease): one pool each, so neither waits for the other.
+        self._writer = ThreadPoolExecutor(TURN_WRITERS, thread_name_prefix="hango-gw-append")
+        self._early = ThreadPoolExecutor(TURN_WRITERS, thread_name_prefix="hango-gw-lease")
+        self._leases = SessionLeases(store.engine)
+        self._lease_ttl = loops.settings.session_lease_ttl
 
-    def serve(self, exchange: Exchange, caller: Caller) -> None:
+    def early_lease(self, caller: Caller) -> EarlyLease | None:
+        """Try the lease of the branch the session's latest request here continued."""
+        session_id = self.branches.latest(caller_base(caller))
+        if session_id is None:
+            return None
+        tried = self._early.submit(self._leases.try_acquire, session_id, self._lease_ttl)
+        return EarlyLease(self._leases, session_id, tried)
+
+    def serve(self, exchange: Exchange, caller: Caller, early: EarlyLease | None = None) -> None:
         """Answer ``exchange`` (in this worker thread); the answer always ends."""
         try:
             with serving(exchange):
-                self._turn(exchange, caller)
+                self._turn(exchange, caller, early)
         except ClientGoneError:
             log.info("client disconnected; its upstream call was cancelled")
         except HangoError as error:
@@ -175,9 +225,11 @@ class Gateway:
             log.exception("gateway turn failed")
             self._refuse(exchange, error)
         finally:
+            if early is not None:
+                early.discard()
             anyio.from_thread.run_sync(exchange.end)
 
-    def _turn(self, exchange: Exchange, caller: Caller) -> None:
+    def _turn(self, exchange: Exchange, caller: Caller, early: EarlyLease | None) -> None:
         raw = exchange.raw
         sent = raw.get("messages")
         if not isinstance(sent, list) or not isinstance(raw.get("model"), str):
@@ -195,13 +247,22 @@ class Gateway:
             loop.store.record_branch(
                 placement.session_id, placement.diverged_from, placement.diverged_at
             )
-        assert loop.lease_policy is not None
-        with loop.leases.held(placement.session_id, loop.lease_policy) as lease:
+        with self._lease(loop, placement.session_id, early) as lease:
             placement = self._still_placed(caller, sent, placement)
             ctx = loop.begin_turn(placement.session_id)
             ctx.lease, ctx.base = lease, base
             ctx.assembly = Assembly(system=base.system_blocks(), tools=base.tool_definitions())
             self._answer(loop, ctx, Turn(placement, new, caller, exchange))
+
+    def _lease(
+        self, loop: AgentLoop, session_id: str, early: EarlyLease | None
+    ) -> AbstractContextManager[TurnLease]:
+        """The branch's lease for the turn: the one taken early if it is this branch's."""
+        assert loop.lease_policy is not None
+        taken = early.take(session_id) if early is not None else None
+        if taken is None:
+            return loop.leases.held(session_id, loop.lease_policy)
+        return loop.leases.holding(taken, loop.lease_policy)
 
     def _still_placed(
         self, caller: Caller, sent: list[JsonObject], placement: Placement

@@ -1,17 +1,20 @@
-"""A turn's new messages are stored beside its upstream call; the answer waits for them."""
+"""The turn's store work beside the rest: the branch's lease tried while the body arrives,
+the new messages stored beside the upstream call (the answer waits for them)."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
+from sqlalchemy import text
 
 from tests.fakeapi import FakeAnthropicAPI
-from tests.gateway_support import RunningGateway
+from tests.gateway_support import RunningGateway, running_gateway
 
 KEY = "sk-ant-beside-3c9a"
 HEADERS = {"x-api-key": KEY, "x-hango-session": "beside"}
@@ -105,3 +108,31 @@ def test_the_first_byte_waits_for_the_append(
         assert stored(gateway) == history(2)
         events = [line for line in answer.iter_lines() if line.startswith("data:")]
     assert json.loads(events[-1][5:])["type"] == "message_stop"
+
+
+def fences(gateway: RunningGateway) -> list[tuple[int, float]]:
+    with gateway.gateway.store.engine.connect() as conn:
+        query = text("SELECT fence, expires_at FROM session_leases")
+        return [(row.fence, row.expires_at) for row in conn.execute(query)]
+
+
+def test_the_lease_taken_while_the_body_arrives_is_the_turns_and_never_left_behind(
+    upstream: FakeAnthropicAPI, tmp_path: Path
+) -> None:
+    # A lease left held would make the next request wait this long, then refuse it.
+    with running_gateway(upstream.base_url, tmp_path, session_busy_timeout=0.5) as gateway:
+        for rounds in (1, 2, 3):
+            assert send(gateway, history(rounds), True).status_code == 200
+        # One holding per turn: the early one was the turn's, not taken a second time.
+        ((fence, expires),) = fences(gateway)
+        assert (fence, expires) == (3, 0.0)
+        refused = httpx2.post(
+            f"{gateway.url}/v1/messages", content=b"{not json", headers=HEADERS, timeout=30
+        )
+        assert refused.status_code == 400
+        assert fences(gateway)[0][1] == 0.0  # taken early for a request that never ran: freed
+        # A request that continues another branch (a rewind) frees the early one too.
+        rewound = [{"role": "user", "content": "start over"}]
+        assert send(gateway, rewound, True).status_code == 200
+        assert send(gateway, history(4), True).status_code == 200
+        assert all(expires == 0.0 for _, expires in fences(gateway))
