@@ -1,8 +1,10 @@
 """``hango serve`` against going direct, to the same loopback upstream, streaming.
 
 The upstream is ``tests.fakeapi.FakeAnthropicAPI`` with a constant tokenizer (so its own
-work per request is parsing the body and checking the pairing, the same for both paths)
-and the window of a real model; the gateway runs in this process (uvicorn in a thread,
+work per request is parsing the body and checking the pairing, the same for both paths),
+in a process of its own as a remote API would be (in this one it would share the
+interpreter lock with the gateway and the client, and the bodies it records would slow
+every garbage collection here); the gateway runs in this process (uvicorn in a thread,
 SQLite in a scratch directory, ``--max-input-tokens`` large enough that nothing is
 compacted). One pooled HTTP client sends the same streamed request both ways.
 
@@ -27,13 +29,15 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import multiprocessing
 import os
 import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -197,27 +201,50 @@ def cache_shares(home: Path) -> Json:
     return {**shares, "difference": round(shares["gateway"] - shares["direct"], 4)}
 
 
+def _thousand_tokens(body: Json) -> int:
+    return 1000
+
+
+def _serve_upstream(port: Any, stop: Any) -> None:
+    upstream = FakeAnthropicAPI(window=HUGE_WINDOW, tokenizer=_thousand_tokens).start()
+    port.value = int(upstream.base_url.rsplit(":", 1)[1])
+    stop.wait()
+    upstream.stop()
+
+
+@contextmanager
+def upstream_process() -> Iterator[str]:
+    """The loopback upstream's base URL, served by a process of its own."""
+    context = multiprocessing.get_context("spawn")
+    port, stop = context.Value("i", 0), context.Event()
+    process = context.Process(target=_serve_upstream, args=(port, stop), daemon=True)
+    process.start()
+    try:
+        while port.value == 0:
+            process.join(0.01)
+            if not process.is_alive():
+                raise RuntimeError("the loopback upstream did not start")
+        yield f"http://127.0.0.1:{port.value}"
+    finally:
+        stop.set()
+        process.join(10)
+
+
 def run(sizes: list[int], repeats: int) -> Json:
     results: Json = {"steady": [], "cpu_count": os.cpu_count(), "load": os.getloadavg()[0]}
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, upstream_process() as direct:
         home = Path(scratch)
-        upstream = FakeAnthropicAPI(window=HUGE_WINDOW, tokenizer=lambda body: 1000).start()
-        try:
-            with (
-                running_gateway(upstream.base_url, home / "gw", max_input_tokens=HUGE_WINDOW) as gw,
-                httpx2.Client(timeout=600) as client,
-            ):
-                for size in sizes:
-                    results["steady"].append(
-                        steady(client, gw.url, upstream.base_url, size, repeats)
-                    )
-                    print(json.dumps(results["steady"][-1]), flush=True)
-                results["concurrent_gateway"] = concurrent(gw.url)
-                results["concurrent_direct"] = concurrent(upstream.base_url)
-                print(json.dumps(results["concurrent_gateway"]), flush=True)
-                results["memory"] = memory_per_session(client, gw.url)
-        finally:
-            upstream.stop()
+        with (
+            running_gateway(direct, home / "gw", max_input_tokens=HUGE_WINDOW) as gw,
+            httpx2.Client(timeout=600) as client,
+        ):
+            for size in sizes:
+                results["steady"].append(steady(client, gw.url, direct, size, repeats))
+                print(json.dumps(results["steady"][-1]), flush=True)
+            results["concurrent_gateway"] = concurrent(gw.url)
+            results["concurrent_direct"] = concurrent(direct)
+            print(json.dumps(results["concurrent_gateway"]), flush=True)
+            results["memory"] = memory_per_session(client, gw.url)
         results["cache_read_share"] = cache_shares(home)
     return results
 
