@@ -29,21 +29,20 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import multiprocessing
 import os
 import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
 from bench.bench_call_peers import synthetic_history
+from bench.loopback import server_process
 from tests.fakeapi import FakeAnthropicAPI, text_reply
 from tests.gateway_support import running_gateway, tool_output
 
@@ -205,34 +204,15 @@ def _thousand_tokens(body: Json) -> int:
     return 1000
 
 
-def _serve_upstream(port: Any, stop: Any) -> None:
+def _serve_upstream(port: Any) -> None:
     upstream = FakeAnthropicAPI(window=HUGE_WINDOW, tokenizer=_thousand_tokens).start()
     port.value = int(upstream.base_url.rsplit(":", 1)[1])
-    stop.wait()
-    upstream.stop()
-
-
-@contextmanager
-def upstream_process() -> Iterator[str]:
-    """The loopback upstream's base URL, served by a process of its own."""
-    context = multiprocessing.get_context("spawn")
-    port, stop = context.Value("i", 0), context.Event()
-    process = context.Process(target=_serve_upstream, args=(port, stop), daemon=True)
-    process.start()
-    try:
-        while port.value == 0:
-            process.join(0.01)
-            if not process.is_alive():
-                raise RuntimeError("the loopback upstream did not start")
-        yield f"http://127.0.0.1:{port.value}"
-    finally:
-        stop.set()
-        process.join(10)
+    threading.Event().wait()  # until the process is terminated
 
 
 def run(sizes: list[int], repeats: int) -> Json:
     results: Json = {"steady": [], "cpu_count": os.cpu_count(), "load": os.getloadavg()[0]}
-    with tempfile.TemporaryDirectory() as scratch, upstream_process() as direct:
+    with tempfile.TemporaryDirectory() as scratch, server_process(_serve_upstream) as direct:
         home = Path(scratch)
         with (
             running_gateway(direct, home / "gw", max_input_tokens=HUGE_WINDOW) as gw,

@@ -172,6 +172,10 @@ class EarlyLease:
         """Neither taken over nor discarded yet."""
         return self._tried is not None
 
+    def outcome(self) -> TurnLease | None:
+        """The lease if the try took it (waiting for the try), still held here."""
+        return None if self._tried is None else self._tried.result()
+
     def take(self, session_id: str) -> TurnLease | None:
         """The lease, if it was taken and is the one of ``session_id``; else None."""
         if self._tried is None or session_id != self.session_id:
@@ -239,6 +243,7 @@ class Gateway:
             raise InvalidInputError(f"messages.{odd}: a message is an object")
         loop = self.loops.for_model(raw["model"])
         base = fixed_part(raw)
+        held_early = early.outcome() if early is not None else None
         placement = self.branches.place(caller_base(caller), sent)
         new = parsed(placement.new, len(sent) - len(placement.new))
         if not placement.stored:  # one write transaction fewer on a session's every call
@@ -248,7 +253,8 @@ class Gateway:
                 placement.session_id, placement.diverged_from, placement.diverged_at
             )
         with self._lease(loop, placement.session_id, early) as lease:
-            placement = self._still_placed(caller, sent, placement)
+            if lease is not held_early:  # taken after the placement: placed again under it
+                placement = self._still_placed(caller, sent, placement)
             ctx = loop.begin_turn(placement.session_id)
             ctx.lease, ctx.base = lease, base
             ctx.assembly = Assembly(system=base.system_blocks(), tools=base.tool_definitions())

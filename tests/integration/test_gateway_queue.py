@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,12 @@ def tool_session(urls: Iterator[str], session: str) -> list[Any]:
     raise AssertionError("the upstream never ended the session")
 
 
+def gateway_at(
+    upstream: FakeAnthropicAPI, home: Path, settings: Settings
+) -> AbstractContextManager[RunningGateway]:
+    return running_gateway(upstream.base_url, home, max_input_tokens=WINDOW, settings=settings)
+
+
 def stored_history(gateway: RunningGateway) -> tuple[list[Any], int]:
     store = gateway.gateway.store
     (session,) = store.sessions()
@@ -122,9 +129,7 @@ def test_a_streamed_session_through_the_queue_is_compacted_with_the_workers_summ
 ) -> None:
     with (
         FakeAnthropicAPI(window=WINDOW, responder=tool_round_responder(ROUNDS)) as upstream,
-        running_gateway(
-            upstream.base_url, tmp_path, max_input_tokens=WINDOW, settings=settings
-        ) as gateway,
+        gateway_at(upstream, tmp_path, settings) as gateway,
     ):
         history = tool_session(itertools.repeat(gateway.url), "queued")
         stored, compactions = stored_history(gateway)
@@ -141,12 +146,8 @@ def test_two_gateways_on_one_store_serve_one_session_in_turn(
 ) -> None:
     with (
         FakeAnthropicAPI(window=WINDOW, responder=tool_round_responder(ROUNDS)) as upstream,
-        running_gateway(
-            upstream.base_url, tmp_path / "a", max_input_tokens=WINDOW, settings=settings
-        ) as first,
-        running_gateway(
-            upstream.base_url, tmp_path / "b", max_input_tokens=WINDOW, settings=settings
-        ) as second,
+        gateway_at(upstream, tmp_path / "a", settings) as first,
+        gateway_at(upstream, tmp_path / "b", settings) as second,
     ):
         history = tool_session(itertools.cycle([first.url, second.url]), "balanced")
         stored, compactions = stored_history(first)
