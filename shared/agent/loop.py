@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 from hango.compaction.head import head_message
 from hango.compaction.outgoing import OutgoingCopy
@@ -126,6 +128,9 @@ class TurnContext:
     # Whether the memory's transcript holds every stored message: read from the store
     # once per turn, then kept in step by the turn's own appends.
     in_step: bool = False
+    # The run's row being written beside the turn (``begin_turn`` with ``start_beside``):
+    # ``run_id`` is known once it is done (:meth:`AgentLoop.run_id`).
+    run_started: Future[int] | None = None
     # The fixed part (model, max_tokens, system, tools, other fields) and its assembly for
     # this turn, when the caller brings its own (the gateway: each client request carries
     # it); None: the loop's own.
@@ -148,6 +153,7 @@ class PendingAppend:
         """Append the batch; on any failure the memory that ran ahead is dropped."""
         ctx = self.ctx
         try:
+            self.loop.run_id(ctx)  # the turn's run first: no message of a turn without one
             stored = self.loop.store.append_messages(ctx.session_id, ctx.turn, self.rows, ctx.lease)
             if [item.seq for item in stored] != [item.seq for item in self.expected]:
                 raise RuntimeError(
@@ -412,23 +418,35 @@ class AgentLoop:
 
     # -- the lower-level API (also used by `hango replay`) ------------------------------
 
-    def begin_turn(self, session_id: str) -> TurnContext:
+    def begin_turn(
+        self, session_id: str, start_beside: Callable[..., Future[int]] | None = None
+    ) -> TurnContext:
+        """The turn's context, its run started; with ``start_beside`` (an executor's
+        ``submit``) the run's row is written there while the turn goes on."""
         # Read first: a session that exists needs no write to ensure it (nothing deletes one).
         session = self.store.session(session_id)
         if session is None:
             self.store.ensure_session(session_id, self.model)
         turn = self.store.last_turn(session_id) + 1
         state = self.store.latest_state(session_id).next_turn()
-        run_id = self.store.start_run(session_id, turn, state)
+        start = partial(self.store.start_run, session_id, turn, state)
+        started = start_beside(start) if start_beside is not None else None
         return TurnContext(
             session_id=session_id,
             turn=turn,
-            run_id=run_id,
+            run_id=start() if started is None else 0,
             holder=StateHolder(state),
             # A turn whose every call fails keeps the last figure rather than writing 0.
             input_tokens=session.last_input_tokens if session else 0,
             memory=self._memory.get(session_id, self._new_memory),
+            run_started=started,
         )
+
+    def run_id(self, ctx: TurnContext) -> int:
+        """The turn's run, waiting for its row if it is being written beside the turn."""
+        if ctx.run_started is not None:
+            ctx.run_id, ctx.run_started = ctx.run_started.result(), None
+        return ctx.run_id
 
     def append(self, ctx: TurnContext, message: Message) -> StoredMessage:
         return self.append_many(ctx, [message])[0]
@@ -515,7 +533,7 @@ class AgentLoop:
         self._save_state(ctx)
         # One transaction, retried once on a lost connection: idempotent (see close_turn).
         self.store.close_turn(
-            ctx.run_id,
+            self.run_id(ctx),
             ctx.session_id,
             status=status,
             error=error,
@@ -536,7 +554,7 @@ class AgentLoop:
         )
 
     def _save_state(self, ctx: TurnContext) -> None:
-        self.store.save_run_state(ctx.run_id, ctx.holder.settled())
+        self.store.save_run_state(self.run_id(ctx), ctx.holder.settled())
         ctx.holder.saved()
 
     # -- building and sending one request -----------------------------------------------

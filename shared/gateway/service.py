@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import anyio.from_thread
 import anyio.to_thread
@@ -46,7 +47,8 @@ from hango.gateway.sse import encode
 from hango.gateway.upstream import ClientGoneError, Exchange, Head, error_body
 from hango.middleware.base import Assembly
 from hango.store import Store
-from hango.store.leases import SessionLeases, TurnLease
+from hango.store.leases import LeasePolicy, SessionLeases, TurnLease
+from hango.wiring.agent import lease_policy
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +128,10 @@ class Turn:
 
 
 @dataclass
-class StoredBeside:
-    """A turn's new messages being stored while its request goes upstream.
+class Beside:
+    """A turn's store work running while its request goes upstream: its run's row
+    (:meth:`AgentLoop.begin_turn` with ``start_beside``) and its new messages
+    (:meth:`AgentLoop.append_ahead`), when the branch is stored already.
 
     The client's first byte waits for it (:meth:`ready`, awaited by the exchange once
     upstream answers): an answer goes out only for a turn whose messages are stored. When
@@ -137,20 +141,50 @@ class StoredBeside:
     the session is dropped, so nothing stored is rewritten and nothing is lost quietly.
     """
 
-    pending: PendingAppend
-    future: Future[list[StoredMessage]]
+    run: Future[int] | None = None
+    append: PendingAppend | None = None
+    stored: Future[list[StoredMessage]] | None = None
+
+    def _futures(self) -> list[Future[Any]]:
+        return [future for future in (self.run, self.stored) if future is not None]
 
     async def ready(self) -> None:
-        if not self.future.done():
-            await anyio.to_thread.run_sync(wait, [self.future])
-        self.future.result()
+        if not all(future.done() for future in self._futures()):
+            await anyio.to_thread.run_sync(wait, self._futures())
+        for future in self._futures():
+            future.result()
 
     def join(self) -> BaseException | None:
-        """Wait for the append; its error, if it failed."""
-        error = self.future.exception()
-        if error is not None:
-            self.pending.failed()
-        return error
+        """Wait for the work; its first error, if any failed."""
+        errors = [future.exception() for future in self._futures()]
+        if self.append is not None and self.stored is not None and self.stored.exception():
+            self.append.failed()
+        return next((error for error in errors if error is not None), None)
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A lease taken, its heartbeat running: ``holding`` is entered; exiting releases."""
+
+    lease: TurnLease
+    holding: AbstractContextManager[TurnLease]
+
+    @contextmanager
+    def continued(self) -> Iterator[TurnLease]:
+        """The holding for the rest of the turn."""
+        try:
+            yield self.lease
+        finally:
+            self.holding.__exit__(None, None, None)
+
+
+def _try_holding(leases: SessionLeases, session_id: str, policy: LeasePolicy) -> _Held | None:
+    lease = leases.try_acquire(session_id, policy.ttl)
+    if lease is None:
+        return None
+    holding = leases.holding(lease, policy)
+    holding.__enter__()  # the heartbeat starts here, in this thread, not in the turn's
+    return _Held(lease, holding)
 
 
 class EarlyLease:
@@ -162,10 +196,9 @@ class EarlyLease:
     and for a request that never becomes a turn, it is released (:meth:`discard`).
     """
 
-    def __init__(self, leases: SessionLeases, session_id: str, tried: Future[TurnLease | None]):
-        self.leases = leases
+    def __init__(self, session_id: str, tried: Future[_Held | None]) -> None:
         self.session_id = session_id
-        self._tried: Future[TurnLease | None] | None = tried
+        self._tried: Future[_Held | None] | None = tried
 
     @property
     def pending(self) -> bool:
@@ -174,21 +207,22 @@ class EarlyLease:
 
     def outcome(self) -> TurnLease | None:
         """The lease if the try took it (waiting for the try), still held here."""
-        return None if self._tried is None else self._tried.result()
+        held = None if self._tried is None else self._tried.result()
+        return None if held is None else held.lease
 
-    def take(self, session_id: str) -> TurnLease | None:
-        """The lease, if it was taken and is the one of ``session_id``; else None."""
+    def take(self, session_id: str) -> _Held | None:
+        """The holding, if the lease was taken and is the one of ``session_id``; else None."""
         if self._tried is None or session_id != self.session_id:
             self.discard()
             return None
-        lease, self._tried = self._tried.result(), None
-        return lease
+        held, self._tried = self._tried.result(), None
+        return held
 
     def discard(self) -> None:
         tried, self._tried = self._tried, None
-        lease = None if tried is None or tried.exception() else tried.result()
-        if lease is not None:
-            self.leases.release(lease)
+        held = None if tried is None or tried.exception() else tried.result()
+        if held is not None:
+            held.holding.__exit__(None, None, None)
 
 
 class Gateway:
@@ -206,15 +240,15 @@ class Gateway:
         self._writer = ThreadPoolExecutor(TURN_WRITERS, thread_name_prefix="hango-gw-append")
         self._early = ThreadPoolExecutor(TURN_WRITERS, thread_name_prefix="hango-gw-lease")
         self._leases = SessionLeases(store.engine)
-        self._lease_ttl = loops.settings.session_lease_ttl
+        self._policy = lease_policy(loops.settings)
 
     def early_lease(self, caller: Caller) -> EarlyLease | None:
         """Try the lease of the branch the session's latest request here continued."""
         session_id = self.branches.latest(caller_base(caller))
         if session_id is None:
             return None
-        tried = self._early.submit(self._leases.try_acquire, session_id, self._lease_ttl)
-        return EarlyLease(self._leases, session_id, tried)
+        tried = self._early.submit(_try_holding, self._leases, session_id, self._policy)
+        return EarlyLease(session_id, tried)
 
     def serve(self, exchange: Exchange, caller: Caller, early: EarlyLease | None = None) -> None:
         """Answer ``exchange`` (in this worker thread); the answer always ends."""
@@ -238,8 +272,8 @@ class Gateway:
         sent = raw.get("messages")
         if not isinstance(sent, list) or not isinstance(raw.get("model"), str):
             raise InvalidInputError("the body needs a model and a list of messages")
-        odd = next((i for i, m in enumerate(sent) if not isinstance(m, dict)), None)
-        if odd is not None:
+        if not set(map(type, sent)) <= {dict}:  # in C: a long history is checked every call
+            odd = next(i for i, m in enumerate(sent) if not isinstance(m, dict))
             raise InvalidInputError(f"messages.{odd}: a message is an object")
         loop = self.loops.for_model(raw["model"])
         base = fixed_part(raw)
@@ -255,10 +289,16 @@ class Gateway:
         with self._lease(loop, placement.session_id, early) as lease:
             if lease is not held_early:  # taken after the placement: placed again under it
                 placement = self._still_placed(caller, sent, placement)
-            ctx = loop.begin_turn(placement.session_id)
+            beside = Beside()
+            if placement.stored:  # the run's row beside the call (Beside)
+                ctx = loop.begin_turn(placement.session_id, self._writer.submit)
+                beside.run = ctx.run_started
+                exchange.ready = beside.ready
+            else:
+                ctx = loop.begin_turn(placement.session_id)
             ctx.lease, ctx.base = lease, base
             ctx.assembly = Assembly(system=base.system_blocks(), tools=base.tool_definitions())
-            self._answer(loop, ctx, Turn(placement, new, caller, exchange))
+            self._answer(loop, ctx, Turn(placement, new, caller, exchange), beside)
 
     def _lease(
         self, loop: AgentLoop, session_id: str, early: EarlyLease | None
@@ -268,7 +308,7 @@ class Gateway:
         taken = early.take(session_id) if early is not None else None
         if taken is None:
             return loop.leases.held(session_id, loop.lease_policy)
-        return loop.leases.holding(taken, loop.lease_policy)
+        return taken.continued()
 
     def _still_placed(
         self, caller: Caller, sent: list[JsonObject], placement: Placement
@@ -285,29 +325,21 @@ class Gateway:
             )
         return again
 
-    def _append(
-        self,
-        loop: AgentLoop,
-        ctx: TurnContext,
-        placement: Placement,
-        new: list[Message],
-        exchange: Exchange,
-    ) -> StoredBeside | None:
+    def _append(self, loop: AgentLoop, ctx: TurnContext, turn: Turn, beside: Beside) -> None:
         """Store the request's new messages: beside the upstream call when the branch is
         stored and the loop's memory in step with it, else now."""
-        pending = loop.append_ahead(ctx, new, placement.held) if placement.stored else None
+        placement = turn.placement
+        pending = loop.append_ahead(ctx, turn.new, placement.held) if placement.stored else None
         if pending is None:
-            loop.append_many(ctx, new)
+            loop.append_many(ctx, turn.new)
             self.branches.appended(placement.session_id, placement.new)
-            return None
-        beside = StoredBeside(pending, self._writer.submit(pending.store))
-        exchange.ready = beside.ready
-        return beside
+            return
+        beside.append, beside.stored = pending, self._writer.submit(pending.store)
+        turn.exchange.ready = beside.ready
 
-    def _answer(self, loop: AgentLoop, ctx: TurnContext, turn: Turn) -> None:
-        beside = None
+    def _answer(self, loop: AgentLoop, ctx: TurnContext, turn: Turn, beside: Beside) -> None:
         try:
-            beside = self._append(loop, ctx, turn.placement, turn.new, turn.exchange)
+            self._append(loop, ctx, turn, beside)
             if self.history is None:
                 loop.call_model(ctx)
             else:
@@ -320,14 +352,12 @@ class Gateway:
             raise
         loop.end_turn(ctx)
 
-    def _settle(self, beside: StoredBeside | None, placement: Placement, raising: bool) -> None:
-        """Wait for the append that ran beside the call; what it stored joins the branch."""
-        if beside is None:
-            return
+    def _settle(self, beside: Beside, placement: Placement, raising: bool) -> None:
+        """Wait for the store work beside the call; the messages stored join the branch."""
         error = beside.join()
-        if error is None:
+        if beside.stored is not None and beside.stored.exception() is None:
             self.branches.appended(placement.session_id, placement.new)
-        elif raising:
+        if error is not None and raising:
             raise error
 
     def as_sent(self, raw: JsonObject, caller: Caller) -> JsonObject:

@@ -46,21 +46,25 @@ def send(gateway: RunningGateway, messages: list[Any], stream: bool) -> httpx2.R
     )
 
 
-@pytest.mark.parametrize("stream", [True, False])
-def test_an_append_that_fails_beside_the_call_withholds_the_answer_and_loses_nothing(
+@pytest.mark.parametrize(
+    ("stream", "failing"),
+    [(True, "append_messages"), (False, "append_messages"), (True, "start_run")],
+)
+def test_store_work_that_fails_beside_the_call_withholds_the_answer_and_loses_nothing(
     gateway: RunningGateway,
     upstream: FakeAnthropicAPI,
     monkeypatch: pytest.MonkeyPatch,
     stream: bool,
+    failing: str,
 ) -> None:
     assert send(gateway, history(1), stream).status_code == 200
     store = gateway.gateway.store
-    real_append = store.append_messages
+    real = getattr(store, failing)
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("disk I/O error (scripted)")
 
-    monkeypatch.setattr(store, "append_messages", broken)
+    monkeypatch.setattr(store, failing, broken)
     answer = send(gateway, history(2), stream)
     # The upstream call went out beside the append; its answer did not reach the client.
     assert len(upstream.requests) == 2
@@ -73,9 +77,12 @@ def test_an_append_that_fails_beside_the_call_withholds_the_answer_and_loses_not
     assert stored(gateway) == history(1)  # nothing half-stored
     (session,) = store.sessions()
     run = store.latest_run(session.id)
-    assert run is not None and run.status == "failed"
+    # The turn is recorded failed (a run that could not start records nothing).
+    assert run is not None and run.status == (
+        "failed" if failing == "append_messages" else "completed"
+    )
     # The client sends its request again: the turn is stored whole, once.
-    monkeypatch.setattr(store, "append_messages", real_append)
+    monkeypatch.setattr(store, failing, real)
     assert send(gateway, history(2), stream).status_code == 200
     assert stored(gateway) == history(2)
     assert send(gateway, history(3), stream).status_code == 200
