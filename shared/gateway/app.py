@@ -180,6 +180,7 @@ def create_app(gateway: Gateway, upstream: Upstream) -> Starlette:
             upstream.client = client
             yield
             upstream.client = None
+        await anyio.to_thread.run_sync(gateway.close)
 
     async def healthz(request: HttpRequest) -> Response:
         return JSONResponse({"status": "ok"})

@@ -242,6 +242,11 @@ class Gateway:
         self._leases = SessionLeases(store.engine)
         self._policy = lease_policy(loops.settings)
 
+    def close(self) -> None:
+        """Let the store work in flight finish, and end the threads that ran it."""
+        self._early.shutdown()
+        self._writer.shutdown()
+
     def early_lease(self, caller: Caller) -> EarlyLease | None:
         """Try the lease of the branch the session's latest request here continued."""
         session_id = self.branches.latest(caller_base(caller))
