@@ -1,8 +1,10 @@
 """``hango serve`` against going direct, to the same loopback upstream, streaming.
 
 The upstream is ``tests.fakeapi.FakeAnthropicAPI`` with a constant tokenizer (so its own
-work per request is parsing the body and checking the pairing, the same for both paths)
-and the window of a real model; the gateway runs in this process (uvicorn in a thread,
+work per request is parsing the body and checking the pairing, the same for both paths),
+in a process of its own as a remote API would be (in this one it would share the
+interpreter lock with the gateway and the client, and the bodies it records would slow
+every garbage collection here); the gateway runs in this process (uvicorn in a thread,
 SQLite in a scratch directory, ``--max-input-tokens`` large enough that nothing is
 compacted). One pooled HTTP client sends the same streamed request both ways.
 
@@ -40,6 +42,7 @@ from typing import Any
 import httpx2
 
 from bench.bench_call_peers import synthetic_history
+from bench.loopback import server_process
 from tests.fakeapi import FakeAnthropicAPI, text_reply
 from tests.gateway_support import running_gateway, tool_output
 
@@ -197,27 +200,31 @@ def cache_shares(home: Path) -> Json:
     return {**shares, "difference": round(shares["gateway"] - shares["direct"], 4)}
 
 
+def _thousand_tokens(body: Json) -> int:
+    return 1000
+
+
+def _serve_upstream(port: Any) -> None:
+    upstream = FakeAnthropicAPI(window=HUGE_WINDOW, tokenizer=_thousand_tokens).start()
+    port.value = int(upstream.base_url.rsplit(":", 1)[1])
+    threading.Event().wait()  # until the process is terminated
+
+
 def run(sizes: list[int], repeats: int) -> Json:
     results: Json = {"steady": [], "cpu_count": os.cpu_count(), "load": os.getloadavg()[0]}
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, server_process(_serve_upstream) as direct:
         home = Path(scratch)
-        upstream = FakeAnthropicAPI(window=HUGE_WINDOW, tokenizer=lambda body: 1000).start()
-        try:
-            with (
-                running_gateway(upstream.base_url, home / "gw", max_input_tokens=HUGE_WINDOW) as gw,
-                httpx2.Client(timeout=600) as client,
-            ):
-                for size in sizes:
-                    results["steady"].append(
-                        steady(client, gw.url, upstream.base_url, size, repeats)
-                    )
-                    print(json.dumps(results["steady"][-1]), flush=True)
-                results["concurrent_gateway"] = concurrent(gw.url)
-                results["concurrent_direct"] = concurrent(upstream.base_url)
-                print(json.dumps(results["concurrent_gateway"]), flush=True)
-                results["memory"] = memory_per_session(client, gw.url)
-        finally:
-            upstream.stop()
+        with (
+            running_gateway(direct, home / "gw", max_input_tokens=HUGE_WINDOW) as gw,
+            httpx2.Client(timeout=600) as client,
+        ):
+            for size in sizes:
+                results["steady"].append(steady(client, gw.url, direct, size, repeats))
+                print(json.dumps(results["steady"][-1]), flush=True)
+            results["concurrent_gateway"] = concurrent(gw.url)
+            results["concurrent_direct"] = concurrent(direct)
+            print(json.dumps(results["concurrent_gateway"]), flush=True)
+            results["memory"] = memory_per_session(client, gw.url)
         results["cache_read_share"] = cache_shares(home)
     return results
 

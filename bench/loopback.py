@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -48,12 +48,18 @@ def _serve(port: Any) -> None:
     server.serve_forever()
 
 
-@contextmanager
-def loopback_api() -> Iterator[str]:
+def loopback_api() -> AbstractContextManager[str]:
     """The base URL of a Messages API on 127.0.0.1, for the duration of the block."""
+    return server_process(_serve)
+
+
+@contextmanager
+def server_process(serve: Callable[[Any], None]) -> Iterator[str]:
+    """The base URL of a server on 127.0.0.1 run by ``serve(port)`` in a process of its
+    own (``serve`` sets ``port.value`` once it listens, then serves until terminated)."""
     context = multiprocessing.get_context("spawn")
     port = context.Value("i", 0)
-    process = context.Process(target=_serve, args=(port,), daemon=True)
+    process = context.Process(target=serve, args=(port,), daemon=True)
     process.start()
     try:
         while port.value == 0:

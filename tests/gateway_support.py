@@ -49,9 +49,12 @@ def running_gateway(
     max_input_tokens: int | None = None,
     operator_key: str | None = None,
     telemetry: Telemetry | None = None,
+    settings: Settings | None = None,
     **extra: Any,
 ) -> Iterator[RunningGateway]:
-    settings = gateway_settings(home, operator_key=operator_key, **extra)
+    """``settings``: the gateway's own (a queue, a PostgreSQL store); else the embedded
+    defaults in ``home``."""
+    settings = settings or gateway_settings(home, operator_key=operator_key, **extra)
     options = GatewayOptions(upstream=upstream, max_input_tokens=max_input_tokens)
     gateway = build_gateway(settings, options, telemetry)
     app = create_app(gateway, Upstream(upstream, SECRET.encode()))

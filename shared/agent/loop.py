@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 from hango.compaction.head import head_message
 from hango.compaction.outgoing import OutgoingCopy
-from hango.compaction.record import CompactionReason, CompactionRecord
+from hango.compaction.record import CompactionReason, CompactionRecord, RunState
 from hango.core.api_rules import message_problem, tool_use_problem
 from hango.core.errors import ContextOverflowError, InvalidInputError, InvalidRequestError
 from hango.core.identity import IdentityCache, RecentlyUsed
@@ -126,11 +128,47 @@ class TurnContext:
     # Whether the memory's transcript holds every stored message: read from the store
     # once per turn, then kept in step by the turn's own appends.
     in_step: bool = False
+    # The run's row being written beside the turn (``begin_turn`` with ``start_beside``):
+    # ``run_id`` is known once it is done (:meth:`AgentLoop.run_id`).
+    run_started: Future[int] | None = None
     # The fixed part (model, max_tokens, system, tools, other fields) and its assembly for
     # this turn, when the caller brings its own (the gateway: each client request carries
     # it); None: the loop's own.
     base: Request | None = None
     assembly: Assembly | None = None
+
+
+@dataclass
+class PendingAppend:
+    """The store's half of :meth:`AgentLoop.append_ahead`: run once, in any thread."""
+
+    loop: AgentLoop
+    ctx: TurnContext
+    rows: list[tuple[Message, MessageEstimate | None]]
+    expected: list[StoredMessage]
+    # The turn's state before its first call: what a turn whose append failed keeps.
+    initial: RunState
+
+    def store(self) -> list[StoredMessage]:
+        """Append the batch; on any failure the memory that ran ahead is dropped."""
+        ctx = self.ctx
+        try:
+            self.loop.run_id(ctx)  # the turn's run first: no message of a turn without one
+            stored = self.loop.store.append_messages(ctx.session_id, ctx.turn, self.rows, ctx.lease)
+            if [item.seq for item in stored] != [item.seq for item in self.expected]:
+                raise RuntimeError(
+                    f"session {ctx.session_id}: the batch was stored from seq "
+                    f"{stored[0].seq}, not {self.expected[0].seq} as the turn expected"
+                )
+        except BaseException:
+            self.loop.forget(ctx.session_id)
+            raise
+        return stored
+
+    def failed(self) -> None:
+        """The append failed: the turn keeps the state it began with (a compaction made
+        meanwhile may count messages the store does not have)."""
+        self.ctx.holder = StateHolder(self.initial)
 
 
 class AgentLoop:
@@ -380,23 +418,35 @@ class AgentLoop:
 
     # -- the lower-level API (also used by `hango replay`) ------------------------------
 
-    def begin_turn(self, session_id: str) -> TurnContext:
+    def begin_turn(
+        self, session_id: str, start_beside: Callable[..., Future[int]] | None = None
+    ) -> TurnContext:
+        """The turn's context, its run started; with ``start_beside`` (an executor's
+        ``submit``) the run's row is written there while the turn goes on."""
         # Read first: a session that exists needs no write to ensure it (nothing deletes one).
         session = self.store.session(session_id)
         if session is None:
             self.store.ensure_session(session_id, self.model)
         turn = self.store.last_turn(session_id) + 1
         state = self.store.latest_state(session_id).next_turn()
-        run_id = self.store.start_run(session_id, turn, state)
+        start = partial(self.store.start_run, session_id, turn, state)
+        started = start_beside(start) if start_beside is not None else None
         return TurnContext(
             session_id=session_id,
             turn=turn,
-            run_id=run_id,
+            run_id=start() if started is None else 0,
             holder=StateHolder(state),
             # A turn whose every call fails keeps the last figure rather than writing 0.
             input_tokens=session.last_input_tokens if session else 0,
             memory=self._memory.get(session_id, self._new_memory),
+            run_started=started,
         )
+
+    def run_id(self, ctx: TurnContext) -> int:
+        """The turn's run, waiting for its row if it is being written beside the turn."""
+        if ctx.run_started is not None:
+            ctx.run_id, ctx.run_started = ctx.run_started.result(), None
+        return ctx.run_id
 
     def append(self, ctx: TurnContext, message: Message) -> StoredMessage:
         return self.append_many(ctx, [message])[0]
@@ -411,6 +461,33 @@ class AgentLoop:
         elif stored:
             ctx.in_step = False  # someone else appended too: read the store again
         return stored
+
+    def append_ahead(
+        self, ctx: TurnContext, batch: Sequence[Message], stored_last: int
+    ) -> PendingAppend | None:
+        """``append_many`` in two halves: the memory's now, the store's later.
+
+        ``batch`` joins the transcript at once as the session's next ``seq`` numbers,
+        so the turn's request is built while :meth:`PendingAppend.store` (the one
+        transaction) runs beside it. Only for a caller that holds the session's lease and
+        knows the store's newest ``seq`` is ``stored_last``; None when the memory is not
+        in step with that (then ``append_many``).
+        """
+        cached = ctx.memory.transcript
+        if not batch or (cached[-1].seq if cached else 0) != stored_last:
+            return None
+        rows = [(message, self._estimate(message)) for message in batch]
+        expected = [
+            StoredMessage(seq=stored_last + 1 + offset, turn=ctx.turn, message=message)
+            for offset, message in enumerate(batch)
+        ]
+        cached.extend(expected)
+        ctx.in_step = True  # the store has nothing past stored_last (the lease holds it)
+        return PendingAppend(self, ctx, rows, expected, ctx.holder.state)
+
+    def forget(self, session_id: str) -> None:
+        """Drop what memory holds of the session: its next turn reads the store."""
+        self._memory.discard(session_id)
 
     def _estimate(self, message: Message) -> MessageEstimate | None:
         if self.estimates is None:
@@ -456,7 +533,7 @@ class AgentLoop:
         self._save_state(ctx)
         # One transaction, retried once on a lost connection: idempotent (see close_turn).
         self.store.close_turn(
-            ctx.run_id,
+            self.run_id(ctx),
             ctx.session_id,
             status=status,
             error=error,
@@ -477,7 +554,7 @@ class AgentLoop:
         )
 
     def _save_state(self, ctx: TurnContext) -> None:
-        self.store.save_run_state(ctx.run_id, ctx.holder.settled())
+        self.store.save_run_state(self.run_id(ctx), ctx.holder.settled())
         ctx.holder.saved()
 
     # -- building and sending one request -----------------------------------------------

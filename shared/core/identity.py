@@ -95,6 +95,11 @@ class RecentlyUsed(Generic[V]):
     def __len__(self) -> int:
         return len(self._items)
 
+    def discard(self, key: str) -> None:
+        """Forget ``key``: its next ``get`` makes it afresh."""
+        with self._lock:
+            self._items.pop(key, None)
+
     def get(self, key: str, make: Callable[[], V]) -> V:
         with self._lock:
             value = self._items.pop(key, None)

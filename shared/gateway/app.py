@@ -26,9 +26,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from hango.gateway.body import BodyError
+from hango.gateway.body import Bodies, Body, BodyError
 from hango.gateway.identity import api_key, client_session, header_session, tenant_of
-from hango.gateway.service import Caller, Gateway
+from hango.gateway.service import Caller, EarlyLease, Gateway
 from hango.gateway.upstream import (
     Exchange,
     Head,
@@ -76,28 +76,31 @@ class MessagesEndpoint:
         if isinstance(prepared, Response):
             await prepared(scope, receive, send)
             return
-        exchange, caller = prepared
-        async with anyio.create_task_group() as group:
-            group.start_soon(self._serve, exchange, caller)
-            group.start_soon(_watch_disconnect, receive, exchange)
-            await _relay(exchange, send)
-            group.cancel_scope.cancel()
+        exchange, caller, early = prepared
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._serve, exchange, caller, early)
+                group.start_soon(_watch_disconnect, receive, exchange)
+                await _relay(exchange, send)
+                group.cancel_scope.cancel()
+        finally:
+            await _discard(early)  # a turn that never ran leaves no lease behind
 
-    async def _prepare(self, request: HttpRequest) -> tuple[Exchange, Caller] | Response:
+    async def _prepare(
+        self, request: HttpRequest
+    ) -> tuple[Exchange, Caller, EarlyLease | None] | Response:
         headers = {k.lower(): v for k, v in request.headers.items()}
         key = api_key(headers)
         if key is None:
             return api_error(401, "authentication_error", "hango gateway: no x-api-key header")
         tenant = tenant_of(key, self.upstream.secret)
-        # The previous body of the same named session (else of the tenant) is compared
-        # with this one as it arrives: only what it does not repeat is parsed.
-        arrival = self.gateway.bodies.arrival(f"{tenant}\0{header_session(headers) or ''}")
-        async for chunk in request.stream():
-            arrival.add(chunk)
-        try:
-            body = self.gateway.bodies.received(arrival)
-        except BodyError as error:
-            return api_error(400, "invalid_request_error", f"hango gateway: {error}")
+        named = header_session(headers)
+        # The branch's lease is tried while the body arrives, not after.
+        early = None if named is None else self.gateway.early_lease(Caller(tenant, named))
+        body = await read_body(request, self.gateway.bodies, tenant, headers)
+        if isinstance(body, Response):
+            await _discard(early)
+            return body
         raw = body.raw
         exchange = Exchange(
             client=self.upstream.http(),
@@ -107,10 +110,37 @@ class MessagesEndpoint:
             streaming=bool(raw.get("stream")),
             frame=body.frame(),
         )
-        return exchange, Caller(tenant, client_session(headers, raw))
+        return exchange, Caller(tenant, client_session(headers, raw)), early
 
-    async def _serve(self, exchange: Exchange, caller: Caller) -> None:
-        await anyio.to_thread.run_sync(self.gateway.serve, exchange, caller, limiter=self.threads)
+    async def _serve(self, exchange: Exchange, caller: Caller, early: EarlyLease | None) -> None:
+        serve = self.gateway.serve
+        await anyio.to_thread.run_sync(serve, exchange, caller, early, limiter=self.threads)
+
+
+async def _discard(early: EarlyLease | None) -> None:
+    if early is not None and early.pending:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(early.discard)
+
+
+async def read_body(
+    request: HttpRequest, bodies: Bodies, tenant: str, headers: dict[str, str], kind: str = ""
+) -> Body | Response:
+    """The request's body, or the API's 400 when it is no JSON object.
+
+    The previous body of the same session (and ``kind`` of request) is compared with this
+    one as it arrives: only what it does not repeat is parsed. A session not named in the
+    headers is one of the tenant's unnamed conversations, told apart by how the body starts.
+    """
+    named = header_session(headers)
+    group = f"{kind}\0{tenant}"
+    arrival = bodies.arrival(group if named is None else f"{group}\0{named}", unnamed=not named)
+    async for chunk in request.stream():
+        arrival.add(chunk)
+    try:
+        return bodies.received(arrival)
+    except BodyError as error:
+        return api_error(400, "invalid_request_error", f"hango gateway: {error}")
 
 
 async def _relay(exchange: Exchange, send: Send) -> None:
@@ -150,6 +180,7 @@ def create_app(gateway: Gateway, upstream: Upstream) -> Starlette:
             upstream.client = client
             yield
             upstream.client = None
+        await anyio.to_thread.run_sync(gateway.close)
 
     async def healthz(request: HttpRequest) -> Response:
         return JSONResponse({"status": "ok"})
@@ -196,15 +227,16 @@ async def _count_tokens(request: HttpRequest, gateway: Gateway, upstream: Upstre
     key = api_key(headers)
     if key is None:
         return api_error(401, "authentication_error", "hango gateway: no x-api-key header")
-    try:
-        raw = json.loads(await request.body())
-    except ValueError:
-        return api_error(400, "invalid_request_error", "hango gateway: the body is not JSON")
-    caller = Caller(tenant_of(key, upstream.secret), client_session(headers, raw))
-    body = await anyio.to_thread.run_sync(gateway.as_sent, raw, caller)
+    tenant = tenant_of(key, upstream.secret)
+    body = await read_body(request, gateway.bodies, tenant, headers, "count_tokens")
+    if isinstance(body, Response):
+        return body
+    caller = Caller(tenant, client_session(headers, body.raw))
+    sent = await anyio.to_thread.run_sync(gateway.as_sent, body.raw, caller)
     answer = await upstream.http().post(
         upstream.url("/v1/messages/count_tokens", request.url.query.encode()),
-        content=json.dumps(body).encode(),
+        # Unchanged (nothing compacted yet): the client's own bytes, not serialized again.
+        content=bytes(body.data) if sent is body.raw else json.dumps(sent).encode(),
         headers={**forwarded_headers(headers), "content-type": "application/json"},
     )
     return Response(answer.content, answer.status_code, headers=answer_header_map(answer.headers))

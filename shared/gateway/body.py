@@ -16,6 +16,7 @@ top-level list (a sentinel put in its place must come back as the top-level
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Callable
@@ -26,6 +27,8 @@ from hango.core.identity import RecentlyUsed
 from hango.core.messages import JsonObject
 
 BODIES_REMEMBERED = 256
+# Conversations of one group (a tenant) that name no session, remembered per group.
+UNNAMED_PER_GROUP = 8
 # A body's bytes: built in place as its chunks arrive (a ``bytearray``), never changed after.
 Buffer = bytes | bytearray
 _MESSAGES_KEY = re.compile(rb'"messages"[ \t\n\r]*:[ \t\n\r]*\[')
@@ -56,20 +59,36 @@ class Body:
 
 
 class Bodies:
-    """Reads request bodies, reusing what the same client session sent last time."""
+    """Reads request bodies, reusing what the same client session sent last time.
+
+    A session named before its body arrives (a header) has a slot of its own. Bodies
+    that name no session (the identity is in the body) are told apart as they arrive:
+    each unnamed conversation of a group (a tenant) gets its slot, and a new body is
+    compared with the one of the group's :data:`UNNAMED_PER_GROUP` most recent that its
+    first chunk starts like (the model and the first message tell conversations apart),
+    so two conversations of one key never take turns in one slot.
+    """
 
     def __init__(self, remembered: int = BODIES_REMEMBERED) -> None:
         self._last: RecentlyUsed[list[Body]] = RecentlyUsed(remembered)
+        # A group's unnamed conversations: their slots, most recently used first.
+        self._unnamed: RecentlyUsed[list[str]] = RecentlyUsed(remembered)
+        self._slots = itertools.count(1)
         self._decoder = json.JSONDecoder()
 
-    def arrival(self, key: str) -> Arrival:
-        """A body of session ``key`` about to arrive in chunks (see :class:`Arrival`)."""
-        slot = self._last.get(key, list)
-        return Arrival(key, slot[0] if slot else None)
+    def arrival(self, key: str, *, unnamed: bool = False) -> Arrival:
+        """A body about to arrive in chunks (see :class:`Arrival`): of session ``key``,
+        or (``unnamed``) of one of group ``key``'s conversations not named before it."""
+        if not unnamed:
+            return Arrival(key, self._remembered([key]))
+        return Arrival(key, self._remembered(list(self._unnamed.get(key, list))), group=key)
 
-    def read(self, data: bytes, key: str) -> Body:
+    def _remembered(self, keys: list[str]) -> list[tuple[str, Body]]:
+        return [(key, slot[0]) for key in keys if (slot := self._last.get(key, list))]
+
+    def read(self, data: bytes, key: str, *, unnamed: bool = False) -> Body:
         """``data`` as a :class:`Body`; :class:`BodyError` when it is no JSON object."""
-        arrival = self.arrival(key)
+        arrival = self.arrival(key, unnamed=unnamed)
         arrival.add(data)
         return self.received(arrival)
 
@@ -79,10 +98,24 @@ class Bodies:
         body = None
         if previous is not None:
             body = self._incremental(data, previous, _repeated(data, previous, arrival.equal))
+        continued = body is not None
         if body is None:
             body = self._whole(data)
-        self._last.get(arrival.key, list)[:] = [body]
+        self._last.get(self._slot(arrival, continued), list)[:] = [body]
         return body
+
+    def _slot(self, arrival: Arrival, continued: bool) -> str:
+        """Where the body is kept: its session's slot; for an unnamed one, the slot of the
+        conversation it continues, else a new slot of the group."""
+        if arrival.group is None:
+            return arrival.key
+        slots = self._unnamed.get(arrival.group, list)
+        slot = arrival.key if continued else f"{arrival.group}\0#{next(self._slots)}"
+        if slot in slots:
+            slots.remove(slot)
+        slots.insert(0, slot)
+        del slots[UNNAMED_PER_GROUP:]
+        return slot
 
     def _whole(self, data: Buffer) -> Body:
         found = _MESSAGES_KEY.search(data)
@@ -187,16 +220,31 @@ class Arrival:
     the last message it repeats.
     """
 
-    def __init__(self, key: str, previous: Body | None) -> None:
-        self.key = key
-        self.previous = previous
+    def __init__(
+        self, key: str, candidates: list[tuple[str, Body]], group: str | None = None
+    ) -> None:
+        self.key = key  # the slot of the body compared with (unnamed: once chosen)
+        self.group = group
+        self._candidates = candidates
+        self.previous: Body | None = None
         self.equal = 0  # leading bytes known to be the previous body's
         # Each chunk copied in as it comes, while the next is on its way: no join at the end.
         self._data = bytearray()
         self._size = 0
-        self._view = memoryview(previous.data) if previous is not None else None
+        self._view: memoryview | None = None
+
+    def _choose(self, chunk: bytes) -> None:
+        """The previous body to compare with: the one that starts most like ``chunk``."""
+        if self._candidates:
+            self.key, self.previous = max(
+                self._candidates, key=lambda item: _common_prefix(chunk, item[1].data)
+            )
+            self._view = memoryview(self.previous.data)
+            self._candidates = []
 
     def add(self, chunk: bytes) -> None:
+        if not self._size:
+            self._choose(chunk)
         if self._view is not None and self.equal == self._size:
             theirs = self._view[self._size : self._size + len(chunk)]
             if chunk.startswith(theirs):
@@ -227,6 +275,12 @@ def _repeated(data: Buffer, previous: Body, equal: int) -> int:
         if repeats(count):
             return count
     return _last_true(repeats, len(spans) - 3)
+
+
+def _common_prefix(chunk: bytes, data: Buffer) -> int:
+    """How many leading bytes ``chunk`` and ``data`` share (a memcmp per halving)."""
+    view = memoryview(data)
+    return _last_true(lambda n: chunk.startswith(view[:n]), min(len(chunk), len(data)))
 
 
 def _last_true(holds: Callable[[int], bool], high: int) -> int:

@@ -54,6 +54,7 @@ from hango.core.messages import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
+    message_json,
 )
 from hango.gateway.history_offer import (
     ending_of,
@@ -67,7 +68,7 @@ from hango.gateway.history_offer import (
 )
 from hango.gateway.provider import GatewayProvider, current_exchange
 from hango.gateway.splice import Splice
-from hango.gateway.upstream import ClientGoneError, Exchange, upstream_body
+from hango.gateway.upstream import ClientGoneError, Exchange, fields_frame, framed
 from hango.store import Store
 from hango.tools.history import HistoryScope, HistoryTool
 from hango.tools.history_calls import split_history_calls
@@ -213,10 +214,12 @@ class Rounds:
     def _rounds(
         self, raw: JsonObject, request: Request, splice: Splice, name: str
     ) -> list[Response]:
-        messages = list(request.messages)
+        # The request's messages as the provider's kept parts, each round's two added at
+        # the end: a round serializes only what it adds, not the history again.
+        parts, frame = request.messages_parts(), fields_frame(raw)
         responses: list[Response] = []
         while True:
-            body = upstream_body(raw, request.model_copy(update={"messages": tuple(messages)}))
+            body = framed(frame, parts)
             outcome = anyio.from_thread.run(self.exchange.forward, body)
             if isinstance(outcome, ProviderError):
                 if responses and isinstance(outcome, ContextOverflowError):
@@ -228,7 +231,7 @@ class Rounds:
                 return responses
             calls = split_history_calls(outcome.content, name).history
             results = self._answered(calls, len(responses), room(outcome, self.plan.window))
-            messages += [outcome.as_message(), results]
+            parts[-1:] = [message_json(outcome.as_message()), message_json(results), b"]"]
             splice.next_round()
 
     def _answered(self, calls: tuple[Any, ...], round_number: int, room: int | None) -> Message:

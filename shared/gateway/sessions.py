@@ -107,6 +107,8 @@ class Branches:
     def __init__(self, store: Store, remembered: int = BRANCHES_REMEMBERED) -> None:
         self.store = store
         self._known: RecentlyUsed[_Known] = RecentlyUsed(remembered)
+        # Per session, the branch its latest request continued.
+        self._latest: RecentlyUsed[list[str]] = RecentlyUsed(remembered)
 
     def place(self, base: str, sent: list[JsonObject]) -> Placement:
         """The branch ``sent`` continues, or the new branch it starts."""
@@ -118,10 +120,15 @@ class Branches:
             known = self.known(session_id)
             agreed = common_prefix(known, sent)
             if agreed == len(known):
+                self._latest.get(base, list)[:] = [session_id]
                 return Placement(session_id, sent[agreed:], held=agreed, stored=True)
             if longest is None or agreed > longest[0]:
                 longest = (agreed, session_id)
         raise AssertionError("unreachable")
+
+    def latest(self, base: str) -> str | None:
+        """The stored branch the session's latest request here continued (no query)."""
+        return next(iter(self._latest.get(base, list)), None)
 
     def _new_branch(
         self, session_id: str, sent: list[JsonObject], longest: tuple[int, str] | None

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -78,6 +78,8 @@ class Head:
 
 # What travels to the client: the head once, then body chunks; closing the channel ends it.
 Item = Head | bytes
+# A body's bytes up to its message list's ``[`` and from its ``]``.
+Frame = tuple[bytes | bytearray, bytes | bytearray]
 
 
 class Splice(Protocol):
@@ -100,11 +102,14 @@ class Exchange:
     headers: dict[str, str]
     streaming: bool
     # The client's body around its message list (see :func:`upstream_body`); None: unknown.
-    frame: tuple[bytes | bytearray, bytes | bytearray] | None = None
+    frame: Frame | None = None
     head_sent: bool = False
     gone: bool = False
     # Set while the gateway answers its own tool in this request: the answer passes through it.
     splice: Splice | None = None
+    # Awaited once upstream answers, before any of the answer goes to the client: the
+    # turn's store work that ran beside the call (it raises when that failed).
+    ready: Callable[[], Awaitable[None]] | None = None
     _scope: anyio.CancelScope | None = None
     _out: MemoryObjectSendStream[Item] = field(init=False)
     answers: MemoryObjectReceiveStream[Item] = field(init=False)
@@ -145,6 +150,8 @@ class Exchange:
         request = self.client.build_request("POST", self.url, content=body, headers=self.headers)
         answer = await self.client.send(request, stream=True)
         try:
+            if self.ready is not None:
+                await self.ready()
             if answer.status_code >= 400:
                 return await self._refused(answer)
             self._pass(Head(answer.status_code, answer_headers(answer.headers)))
@@ -211,11 +218,7 @@ def _error_message(raw: bytes) -> str:
         return raw[:200].decode("utf-8", "replace")
 
 
-def upstream_body(
-    raw: JsonObject,
-    request: Request,
-    frame: tuple[bytes | bytearray, bytes | bytearray] | None = None,
-) -> bytes:
+def upstream_body(raw: JsonObject, request: Request, frame: Frame | None = None) -> bytes:
     """The client's body with the messages the pipeline built; every other field as sent.
 
     Each message's JSON is kept along the lineage of the loop's outgoing copies
@@ -223,14 +226,18 @@ def upstream_body(
     the messages that changed since the previous one, not the history. With the ``frame``
     of the client's body (its bytes up to its message list's ``[`` and from its ``]``)
     every other field goes as the very bytes the client sent; without it (a body whose
-    list was not found, an internal round with the history tool added) they are
-    serialized again, the messages last (the order of an object's keys means nothing to
-    the API).
+    list was not found) they are serialized again (:func:`fields_frame`).
     """
-    parts = request.messages_parts()  # "[", the messages, "]"
-    if frame is not None:  # the client's bytes up to its "[" and from its "]"
-        return b"".join([frame[0][:-1], *parts, frame[1][1:]])
+    return framed(frame or fields_frame(raw), request.messages_parts())
+
+
+def fields_frame(raw: JsonObject) -> Frame:
+    """``raw``'s fields serialized around an empty message list, put last (the order of
+    an object's keys means nothing to the API)."""
     rest = json.dumps({key: value for key, value in raw.items() if key != "messages"}).encode()
-    parts[0] = (rest[:-1] + b', "messages": ' if len(rest) > 2 else b'{"messages": ') + parts[0]
-    parts.append(b"}")
-    return b"".join(parts)
+    return (rest[:-1] + b', "messages": [' if len(rest) > 2 else b'{"messages": [', b"]}")
+
+
+def framed(frame: Frame, parts: list[bytes]) -> bytes:
+    """The body: ``parts`` (``[``, the messages' JSON, ``]``) in the frame's place for them."""
+    return b"".join([frame[0][:-1], *parts, frame[1][1:]])

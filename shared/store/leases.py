@@ -113,12 +113,17 @@ class SessionLeases:
     @contextmanager
     def held(self, session_id: str, policy: LeasePolicy) -> Iterator[TurnLease]:
         """Hold the session for the body, heartbeating every third of the ttl."""
-        lease = self.acquire(session_id, policy)
+        with self.holding(self.acquire(session_id, policy), policy) as lease:
+            yield lease
+
+    @contextmanager
+    def holding(self, lease: TurnLease, policy: LeasePolicy) -> Iterator[TurnLease]:
+        """Hold ``lease``, taken already, for the body; released after it."""
         stop = threading.Event()
         beat = threading.Thread(
             target=self._heartbeat,
             args=(lease, policy.ttl, stop),
-            name=f"session-lease {session_id}",
+            name=f"session-lease {lease.session_id}",
             daemon=True,
         )
         beat.start()
@@ -130,7 +135,7 @@ class SessionLeases:
             try:
                 self.release(lease)
             except Exception:
-                log.warning("session %s: could not release its lease; it expires", session_id)
+                log.warning("session %s: could not release its lease; it expires", lease.session_id)
 
     def _heartbeat(self, lease: TurnLease, ttl: float, stop: threading.Event) -> None:
         while not stop.wait(ttl / 3):

@@ -151,9 +151,7 @@ def build_agent(
         max_tokens=max_tokens,
         observer=observer,
         system_prompt=system_prompt,
-        lease_policy=LeasePolicy(
-            ttl=settings.session_lease_ttl, wait=settings.session_busy_timeout
-        ),
+        lease_policy=lease_policy(settings),
         input_limit=InputLimit(tokens=profile.max_input_tokens // 2, estimator=estimator),
         price=profile.price,
         estimator=estimator,
@@ -219,6 +217,11 @@ def batch_limit(settings: Settings, profile: ModelProfile) -> int:
     tools, the summary and the question with room to spare.
     """
     return max(offload_limit(settings, profile), profile.max_input_tokens // 4)
+
+
+def lease_policy(settings: Settings) -> LeasePolicy:
+    """How long a turn's hold on its session lives, and how long a turn waits for one."""
+    return LeasePolicy(ttl=settings.session_lease_ttl, wait=settings.session_busy_timeout)
 
 
 def open_store(settings: Settings, *, migrate: bool = False) -> Store:

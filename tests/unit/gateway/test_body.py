@@ -97,6 +97,29 @@ def test_a_body_that_is_no_json_object_is_refused_naming_why(data: bytes, proble
         Bodies().read(data, "s")
 
 
+def test_unnamed_conversations_of_one_tenant_keep_a_body_each() -> None:
+    bodies = Bodies()
+    one, two = history(30, "one"), history(30, "two")
+    first = {
+        name: bodies.read(encoded(h), "tenant", unnamed=True)
+        for name, h in [("one", one), ("two", two)]
+    }
+
+    # The two conversations take turns, each re-sending its history with a message added.
+    for n in range(3):
+        for name, conversation in (("one", one), ("two", two)):
+            conversation.append({"role": "user", "content": [{"type": "text", "text": f"{n}"}]})
+            body = bodies.read(encoded(conversation), "tenant", unnamed=True)
+            assert body.raw == json.loads(encoded(conversation))
+            # Compared with its own conversation's previous body: the history not parsed again.
+            assert body.raw["messages"][0] is first[name].raw["messages"][0]
+    # A third conversation of the tenant is read whole, and forgets neither.
+    third = bodies.read(encoded(history(30, "three")), "tenant", unnamed=True)
+    assert third.raw["messages"][0] is not first["one"].raw["messages"][0]
+    again = bodies.read(encoded(one), "tenant", unnamed=True)
+    assert again.raw["messages"][0] is first["one"].raw["messages"][0]
+
+
 def test_the_bodies_remembered_are_bounded() -> None:
     bodies = Bodies(remembered=2)
     first = bodies.read(encoded(history(3)), "a")

@@ -70,6 +70,23 @@ def test_count_tokens_counts_the_request_as_hango_sends_it(tmp_path: Path) -> No
         assert counted.json()["input_tokens"] < count_input_tokens(count_body) / 2
 
 
+def test_count_tokens_before_a_compaction_forwards_the_clients_body(
+    gateway: RunningGateway, upstream: FakeAnthropicAPI
+) -> None:
+    url = f"{gateway.url}/v1/messages/count_tokens"
+    for size in (3, 5):  # the second is read after the first's messages
+        body = {"model": "claude-sonnet-4-5", "messages": long_history(size, 200)}
+        assert httpx2.post(url, json=body, headers=HEADERS).status_code == 200
+        assert upstream.count_requests()[-1].body == body
+    refused = httpx2.post(url, content=b"{not json", headers=HEADERS)
+    assert refused.status_code == 400
+    assert refused.json()["error"] == {
+        "type": "invalid_request_error",
+        "message": "hango gateway: the body is not JSON",
+    }
+    assert len(upstream.count_requests()) == 2
+
+
 def test_health_readiness_and_paths_the_gateway_does_not_serve(
     gateway: RunningGateway, upstream: FakeAnthropicAPI
 ) -> None:
