@@ -184,7 +184,9 @@ class SummaryRouter:
         if closed is not None or sent is None:
             return _Choice("range", closed or self.closed, None, by_range)
         instruction = self.estimator.estimate(prefix_instruction(kept, None))
-        if self.window is not None and sent.tokens + instruction + output > self.window:
+        # The reply shares the window with the prefix: room for half the summary's room at
+        # least (a reply cut off at the window falls back to the range route).
+        if self.window is not None and sent.tokens + instruction + output // 2 > self.window:
             return _Choice(
                 "range", "the prefix and its summary would not fit the window", None, by_range
             )
