@@ -14,9 +14,7 @@ from tests.unit.cli.test_pacing import WINDOW, offline_env, paced_log
 __all__ = ["offline_env"]  # the autouse fixture: no queue, no key, the heuristic estimator
 
 
-def replay(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, route: str, seconds: int = 2
-) -> Any:
+def replay(capsys: pytest.CaptureFixture[str], tmp_path: Path, route: str, seconds: int = 2) -> Any:
     log = tmp_path / f"log{seconds}.jsonl"
     log.write_text(paced_log(seconds=seconds))
     ran = hango(

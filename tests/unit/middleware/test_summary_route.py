@@ -47,10 +47,13 @@ class Agentish:
         self.steps = steps
         self.summary = summary
         self.sent: list[str] = []
+        # The messages as the Anthropic provider sends them (the body opens with them).
+        self.wire: list[bytes] = []
         self.agent_calls = 0
 
     def __call__(self, request: Request) -> Response:
         self.sent.append(json.dumps(request.to_api()))
+        self.wire.append(b"".join(request.messages_parts()))
         if is_prefix_summary(request):
             return self.summary
         self.agent_calls += 1
@@ -111,6 +114,10 @@ def test_prefix_request_is_the_previous_request_byte_for_byte_up_to_the_breakpoi
     sent_before, sent_now = json.dumps(previous["messages"]), json.dumps(prefix["messages"])
     cut = sent_before.rindex(marker) + len(marker)
     assert sent_now[:cut] == sent_before[:cut]
+    # The same on the wire, from the bytes the Anthropic provider sends.
+    wire_before, wire_marker = script.wire[at - 1], b'"cache_control":{"type":"ephemeral"}}'
+    wire_cut = wire_before.rindex(wire_marker) + len(wire_marker)
+    assert script.wire[at][:wire_cut] == wire_before[:wire_cut]
     # After the breakpoint: only the instruction, one text block closing the last message.
     last = prefix["messages"][-1]["content"]
     assert last[-1]["type"] == "text" and last[-1]["text"].startswith(MARK)

@@ -120,7 +120,7 @@ def test_compacted_turn(tmp_path: Path, cap: Captured, caplog: pytest.LogCapture
         "hango.compaction.expected_range_usd": record.route.expected_range_usd,
         "hango.compaction.summary_cost_usd": record.route.cost_usd,
     }
-    assert record.route.expected_range_usd > 0
+    assert (record.route.expected_range_usd or 0) > 0
     assert record.tokens_after < record.tokens_before
 
     # Within the turn: the summarizer's own chat span, then the agent's flagged chat span.
