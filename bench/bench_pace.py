@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.bench_replay import CORPUS_ENV, corpus_dir
+from bench.bench_replay import corpus_dir, corpus_transcripts
 from hango.cli import main as hango
 
 WINDOWS = (20_000, 12_000, 8_000)
@@ -86,12 +86,10 @@ def _cell(report: dict[str, Any] | None) -> str:
 
 
 def main() -> None:
-    directory = corpus_dir()
-    transcripts = sorted(directory.glob("*.json")) if directory.is_dir() else []
+    transcripts = corpus_transcripts()
     if not transcripts:
-        print(f"skipped: no *.json transcripts in {directory} (set {CORPUS_ENV})")
         return
-    print(f"corpus: {directory}; summaries take {SUMMARIZER_LATENCY} s on the replayed clock")
+    print(f"corpus: {corpus_dir()}; summaries take {SUMMARIZER_LATENCY} s on the replayed clock")
     for seconds in CALL_SECONDS:
         print(f"\ncalls {seconds} s apart (no timestamps in the corpus)")
         print(

@@ -48,6 +48,15 @@ class Run:
     error: str | None = None
 
 
+def corpus_transcripts() -> list[Path]:
+    """The corpus's ``*.json`` transcripts; none: a line says the bench is skipped."""
+    directory = corpus_dir()
+    transcripts = sorted(directory.glob("*.json")) if directory.is_dir() else []
+    if not transcripts:
+        print(f"skipped: no *.json transcripts in {directory} (set {CORPUS_ENV})")
+    return transcripts
+
+
 def corpus_dir() -> Path:
     configured = os.environ.get(CORPUS_ENV)
     return Path(configured) if configured else DEFAULT_CORPUS

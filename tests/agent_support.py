@@ -31,6 +31,9 @@ def make_settings(tmp_path: Path, *, window: int = 6000, **overrides: Any) -> Se
         "estimator": "heuristic",
         "tool_arg_max_tokens": 200,
         "tool_result_offload_tokens": 100_000,
+        # A scripted agent provider answers the agent's steps only: a summary on the
+        # prefix route would take one of its replies. The route's own tests open it.
+        "summary_route": "range",
     }
     values.update(overrides)
     return load_settings(**values)

@@ -18,6 +18,7 @@ import threading
 from typing import Any
 
 from hango.compaction.jobs import Summarizer, SummaryJob, SummaryResult
+from hango.compaction.prefix import prefix_instruction_of
 from hango.compaction.summary_prompt import build_summary_request
 from hango.core.messages import Request, Response, Usage
 from hango.core.profiles import ModelProfile, Profiles
@@ -131,3 +132,24 @@ class EstimatedSummaries:
         )
         self.costs.add(request, Response(id="estimated", model=job.model, content=(), usage=usage))
         return result if result.usage is not None else result.model_copy(update={"usage": usage})
+
+
+class EstimatedPrefix:
+    """The prefix route offline: ``inner``'s summary of the job, carrying the usage the
+    prefix request would have had (estimated): all but its instruction read from the
+    cache, the instruction fresh, the returned text as output."""
+
+    def __init__(self, inner: Summarizer, estimator: Estimator) -> None:
+        self.inner = inner
+        self.estimator = estimator
+
+    def summarize(self, job: SummaryJob, request: Request) -> SummaryResult:
+        result = self.inner.summarize(job)
+        fresh = self.estimator.estimate(prefix_instruction_of(request) or "")
+        total = self.estimator.estimate_request(request)
+        usage = Usage(
+            input_tokens=fresh,
+            cache_read_input_tokens=max(0, total - fresh),
+            output_tokens=self.estimator.estimate(result.text),
+        )
+        return result.model_copy(update={"usage": usage})

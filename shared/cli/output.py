@@ -165,7 +165,23 @@ def compaction_json(record: CompactionRecord) -> dict[str, Any]:
         "fallback_reason": record.fallback_reason,
         "offload_path": record.offload_path,
         "summary_usage": usage_json(record.summary_usage),
+        "summary_route": None if record.route is None else record.route.model_dump(),
     }
+
+
+def route_totals(records: Sequence[CompactionRecord]) -> dict[str, Any]:
+    """How many summaries took each route and what all of them cost (USD)."""
+    routes = [record.route for record in records if record.route is not None]
+    return {
+        "prefix": sum(1 for route in routes if route.name == "prefix"),
+        "range": sum(1 for route in routes if route.name == "range"),
+        "cost_usd": round(sum(route.cost_usd or 0.0 for route in routes), 6),
+    }
+
+
+def route_totals_line(totals: dict[str, Any]) -> str:
+    how = " (estimated)" if totals.get("estimated") else ""
+    return f"prefix {totals['prefix']}, range {totals['range']}: ${totals['cost_usd']:.4f}{how}"
 
 
 def usage_json(usage: Usage | None) -> dict[str, int] | None:

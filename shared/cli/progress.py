@@ -131,11 +131,18 @@ class RunStats(NullObserver):
 def _summary_json(record: CompactionRecord | None, price: Price | None) -> dict[str, object]:
     usage = None if record is None else record.summary_usage
     cost = None
-    if usage is not None and price is not None:
+    if record is not None and record.route is not None and record.route.cost_usd is not None:
+        # Priced when made, each call at its route's model (cache reads on the prefix route).
+        cost = round(record.route.cost_usd, 6)
+    elif usage is not None and price is not None:
         # Summary requests carry no cache breakpoint: every input token at the base price.
         spent = price.input_cost(0, 0, usage.total_input_tokens())
         cost = round(spent + price.output_cost(usage.output_tokens), 6)
-    return {"summarizer": None if record is None else record.summarizer, "summary_cost_usd": cost}
+    return {
+        "summarizer": None if record is None else record.summarizer,
+        "summary_route": None if record is None or record.route is None else record.route.name,
+        "summary_cost_usd": cost,
+    }
 
 
 class LiveProgress(NullObserver):

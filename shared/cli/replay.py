@@ -30,7 +30,7 @@ from pathlib import Path
 from statistics import mean
 from typing import IO, Any
 
-from hango.cli.costs import EstimatedSummaries, MeteredProvider, run_costs
+from hango.cli.costs import EstimatedPrefix, EstimatedSummaries, MeteredProvider, run_costs
 from hango.cli.output import (
     by_reason,
     cache_table,
@@ -39,6 +39,8 @@ from hango.cli.output import (
     key_value_table,
     plural,
     print_json,
+    route_totals,
+    route_totals_line,
     stdout_console,
     summary_sources,
     summary_sources_line,
@@ -62,6 +64,7 @@ from hango.core.settings import Settings, load_settings
 from hango.cost.meter import CacheMeter, cache_json, estimated_sizes, recorded_report
 from hango.history.paths import conversation_history_path
 from hango.tokens import make_estimator
+from hango.tokens.base import Estimator
 from hango.wiring.agent import Agent, build_agent
 
 # Time between two model calls of a transcript without timestamps: a tool round of a
@@ -153,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
                 system_prompt=transcript.system,
                 clock=clock,
                 summary_seconds=args.summarizer_latency,
+                **_prefix_route(summarizer_provider is None, estimator),
             )
             session_id = replay_session_id(args.transcript, agent)
             meter = CacheMeter(agent.profile, estimated_sizes(estimator))
@@ -188,6 +192,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_tables(report, outcome)
     return 0
+
+
+def _prefix_route(extractive: bool, estimator: Estimator) -> dict[str, Any]:
+    """How replay makes a prefix-route summary: by extraction, priced as the prefix request
+    would have been (estimated); with a model summarizer the route is closed, because the
+    agent's replies are recorded and cannot answer a summary request."""
+    if extractive:
+        return {"prefix_summarizer": EstimatedPrefix(ExtractiveSummarizer(), estimator)}
+    return {"prefix_closed": "replay: the agent's replies are recorded"}
 
 
 def replay_cache_json(meter: CacheMeter, transcript: Transcript) -> dict[str, Any]:
@@ -305,6 +318,10 @@ def replay_report(
         "compactions_by_reason": by_reason(outcome.compactions),
         "compaction_records": [compaction_json(record) for record in outcome.compactions],
         "summaries": summary_sources(outcome.compactions),
+        "summary_routes": {
+            **route_totals(outcome.compactions),
+            "estimated": args.summarizer == "extractive",
+        },
         "trigger_wait_ms": stats.trigger_wait_ms(),
         "presummary_hit_rate": stats.presummary_hit_rate(),
         "presummary_ready_rate": stats.presummary_ready_rate(),
@@ -352,6 +369,7 @@ def _print_tables(report: dict[str, Any], outcome: ReplayRun) -> None:
                     or "0",
                 ),
                 ("summaries", summary_sources_line(report["summaries"])),
+                ("summary routes", route_totals_line(report["summary_routes"])),
                 ("waited for summaries at the trigger", _waits(report["trigger_wait_ms"])),
                 ("pre-summaries installed at the trigger", _rate(report["presummary_hit_rate"])),
                 ("pre-summaries ready at the trigger", _rate(report["presummary_ready_rate"])),

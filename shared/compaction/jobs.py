@@ -14,6 +14,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from hango.compaction.route import SummaryRoute
 from hango.core.messages import StoredMessage, Usage
 
 
@@ -71,6 +72,8 @@ class SummaryResult(BaseModel):
     summarizer: str
     usage: Usage | None = None
     fallback_reason: str | None = None
+    # Set by the in-process router (``middleware/summary_route.py``); ``None``: range.
+    route: SummaryRoute | None = None
 
 
 class OffloadJob(BaseModel):

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from hango.compaction.route import SummaryRoute
 from hango.core.messages import Usage
 
 CompactionReason = Literal["threshold", "overflow", "tool", "truncate"]
@@ -40,6 +41,9 @@ class CompactionRecord(BaseModel):
     user_request: str | None = None
     # What the summarizer's model calls cost (kept apart from the agent's own usage).
     summary_usage: Usage | None = None
+    # How the summary was made (``range`` or ``prefix``), both routes' expected cost and
+    # the real one; ``None`` on records without a summary and on records stored before.
+    route: SummaryRoute | None = None
 
     @property
     def saved_to_seq(self) -> int:

@@ -290,6 +290,12 @@ class Profiles:
                     _warn_unknown(model)
             return profile
 
+    def price(self, model: str) -> Price:
+        """``model``'s price alone: no window is resolved, so none is warned about."""
+        override = self._overrides.get(model) or self._overrides.get(base_model_id(model))
+        price: Price = _rates_of(model, override)["price"]
+        return price
+
     def _build(self, model: str) -> ModelProfile:
         base = base_model_id(model)
         override = self._overrides.get(model) or self._overrides.get(base)

@@ -105,6 +105,10 @@ class Settings(BaseSettings):
     # the summary is dispatched at once (the fixed start). Off at or above the trigger.
     context_presummarize_frac: float = Field(default=0.40, gt=0, le=1)
     context_presummarize_pace: bool = True
+    # How an in-process summary is made: ``auto`` prices both routes per compaction;
+    # ``range`` (the summarizer model over the evicted range) or ``prefix`` (the agent's
+    # model on its warm cached prefix, when open) force one (middleware/summary_route.py).
+    summary_route: Literal["auto", "range", "prefix"] = "auto"
     tool_arg_max_tokens: int = Field(default=2000, gt=0)
     tool_arg_clear_at_least: int = Field(default=10_000, ge=0)
     tool_result_offload_tokens: int = Field(default=20000, gt=0)

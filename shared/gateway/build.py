@@ -70,6 +70,8 @@ def build_gateway(
             summarizer_provider=operator,
             summarizer=ExtractiveSummarizer() if operator is None else None,
             telemetry=telemetry,
+            # The prefix is sent with the client's key, which never pays for a summary.
+            prefix_closed="the gateway: summaries are paid with the operator's key",
         )
         # The library's rule: a window too small for the tool's pages does not offer it.
         roomy = agent.profile.max_input_tokens >= HISTORY_TOOL_MIN_WINDOW

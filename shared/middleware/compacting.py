@@ -31,6 +31,7 @@ from hango.middleware.evicted import (
 )
 from hango.middleware.pacing import Pacer
 from hango.middleware.presummary import Presummaries, Presummary
+from hango.middleware.summary_route import SummaryRouter
 from hango.middleware.truncating import Truncating
 
 # Stands in for the summary while the room left for it is measured.
@@ -53,6 +54,7 @@ class Compacting(Truncating):
     validator: Callable[[Sequence[Message]], list[Violation]]
     presummaries: Presummaries
     pacer: Pacer
+    router: SummaryRouter
 
     def _install_presummary(
         self, call: ModelCall, reason: CompactionReason, tokens: int, plan: Plan
@@ -87,6 +89,7 @@ class Compacting(Truncating):
             return None, 0.0
         waiting_since = time.monotonic()
         result, ready_at, _ = ready.work.result()
+        result = self.router.presummarized(result)
         waited = self.pacer.waited(time.monotonic() - waiting_since, ready_at)
         kept_from_seq = ready.pending.to_seq + 1
         evicted = stored_before(call, kept_from_seq)
@@ -174,14 +177,16 @@ class Compacting(Truncating):
             call, reason, tokens, kept_from_seq, evicted, previous, offload_path, _NO_SUMMARY
         )
         room, hard_room = self._summary_rooms(call, empty, plan.boundary, tokens)
-        result = fit_summary(
-            self._summary(job),
+        routed = self.router.begin(call, job, plan.boundary, room, self._summary)
+        fitted = fit_summary(
+            routed.ask(job),
             job,
             room=room,
             hard_room=hard_room,
             estimator=self.estimator,
-            ask=self._summary,
+            ask=routed.ask,
         )
+        result = routed.finish(fitted)
         if reason == "threshold":
             # What the user's turn paid for the slow steps at the trigger.
             waited = self.pacer.waited(time.monotonic() - waiting_since, before=already_waited)

@@ -92,6 +92,7 @@ def summary_record(
         summarizer=result.summarizer,
         fallback_reason=result.fallback_reason,
         summary_usage=result.usage,
+        route=result.route,
         artifacts=merge_artifacts(previous, evicted) if artifacts is None else artifacts,
     )
 

@@ -26,6 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from hango.compaction.prefix import prefix_instruction_of
 from hango.core.errors import ContextOverflowError
 from hango.core.messages import (
     Message,
@@ -176,7 +177,7 @@ class ScriptedCodingModel:
             model=request.model,
             content=blocks,
             stop_reason="tool_use" if uses_tools else "end_turn",
-            usage=Usage(input_tokens=tokens, output_tokens=max(1, len(text) // 4)),
+            usage=_usage(request, tokens, max(1, len(text) // 4)),
         )
 
     def _next_id(self, prefix: str) -> str:
@@ -207,3 +208,14 @@ def summary_provider(settings: Settings) -> ScriptedCodingModel:
     takes ``HANGO_SIMULATED_SUMMARIZER_LATENCY`` seconds.
     """
     return ScriptedCodingModel(summary_latency=settings.simulated_summarizer_latency)
+
+
+def _usage(request: Request, tokens: int, output: int) -> Usage:
+    """A prefix summary request reads all but its instruction from the cache, as the
+    provider would right after the call it repeats; every other call is reported uncached
+    (the simulation's cache report meters those itself)."""
+    instruction = prefix_instruction_of(request)
+    if instruction is None:
+        return Usage(input_tokens=tokens, output_tokens=output)
+    fresh = min(tokens, _unit_tokens({"type": "text", "text": instruction}))
+    return Usage(input_tokens=fresh, cache_read_input_tokens=tokens - fresh, output_tokens=output)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from hango.compaction.prefix import prefix_instruction_of
 from hango.compaction.summary_prompt import SUMMARY_SECTIONS
 from hango.core.messages import Request
 
@@ -25,8 +26,9 @@ _LISTED = 12
 
 
 def is_summary_request(request: Request) -> bool:
-    """A summarizer call carries no tools (the summary prompt forbids tool calls)."""
-    return not request.tool_definitions()
+    """A summarizer call carries no tools (the summary prompt forbids tool calls), or is the
+    agent's own previous request with the summary instruction appended (the prefix route)."""
+    return not request.tool_definitions() or prefix_instruction_of(request) is not None
 
 
 def scripted_summary(request: Request) -> str:

@@ -77,6 +77,12 @@ HANGO_COMPACTION_REASON = "hango.compaction.reason"
 HANGO_COMPACTION_KEPT_FROM_SEQ = "hango.compaction.kept_from_seq"
 HANGO_COMPACTION_SUMMARIZER = "hango.compaction.summarizer"
 HANGO_COMPACTION_FALLBACK_REASON = "hango.compaction.fallback_reason"
+# How the summary was made (range / prefix), why, both routes' expected and the real cost.
+HANGO_COMPACTION_ROUTE = "hango.compaction.route"
+HANGO_COMPACTION_ROUTE_REASON = "hango.compaction.route_reason"
+HANGO_COMPACTION_EXPECTED_PREFIX_USD = "hango.compaction.expected_prefix_usd"
+HANGO_COMPACTION_EXPECTED_RANGE_USD = "hango.compaction.expected_range_usd"
+HANGO_COMPACTION_SUMMARY_COST_USD = "hango.compaction.summary_cost_usd"
 HANGO_FS_PATH = "hango.fs.path"
 HANGO_RETRY_RUNG = "hango.retry.rung"
 # How the last request's input tokens were known (count_tokens, anchored, estimate), and the

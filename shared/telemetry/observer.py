@@ -161,7 +161,22 @@ def compaction_event_attributes(record: CompactionRecord) -> dict[str, t.Attribu
     }
     if record.fallback_reason:
         attributes[t.HANGO_COMPACTION_FALLBACK_REASON] = record.fallback_reason
-    return attributes
+    return attributes | route_attributes(record)
+
+
+def route_attributes(record: CompactionRecord) -> dict[str, t.AttributeValue]:
+    """The summary's route and costs; a route not open has no expected cost (no attribute)."""
+    route = record.route
+    if route is None:
+        return {}
+    values = {
+        t.HANGO_COMPACTION_ROUTE: route.name,
+        t.HANGO_COMPACTION_ROUTE_REASON: route.reason,
+        t.HANGO_COMPACTION_EXPECTED_PREFIX_USD: route.expected_prefix_usd,
+        t.HANGO_COMPACTION_EXPECTED_RANGE_USD: route.expected_range_usd,
+        t.HANGO_COMPACTION_SUMMARY_COST_USD: route.cost_usd,
+    }
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def log_compaction(session_id: str, record: CompactionRecord) -> None:
@@ -175,6 +190,8 @@ def log_compaction(session_id: str, record: CompactionRecord) -> None:
         "messages_evicted": record.evicted_messages,
         "offload_path": record.offload_path,
         "summarizer": record.summarizer,
+        "route": record.route.name if record.route else None,
+        "summary_cost_usd": record.route.cost_usd if record.route else None,
     }
     text = " ".join(f"{key}={value}" for key, value in fields.items())
     compaction_log.info("compaction %s", text, extra={"hango": fields})

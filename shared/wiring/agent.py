@@ -26,6 +26,13 @@ from hango.middleware.observer import LoopObserver, Observers
 from hango.middleware.pacing import Clock
 from hango.middleware.prompt_cache import CachePolicy, PromptCacheMiddleware
 from hango.middleware.summarization import SummarizationMiddleware
+from hango.middleware.summary_route import (
+    PrefixSummarizer,
+    ProviderPrefix,
+    RouterPrices,
+    SentRequests,
+    SummaryRouter,
+)
 from hango.middleware.tool_args import ToolArgTruncationMiddleware
 from hango.providers.base import Provider
 from hango.store import Store
@@ -71,6 +78,8 @@ def build_agent(
     estimator: Estimator | None = None,
     clock: Clock = time.monotonic,
     summary_seconds: float | None = None,
+    prefix_summarizer: PrefixSummarizer | None = None,
+    prefix_closed: str | None = None,
 ) -> Agent:
     """The agent for ``settings``; every port can be replaced by an argument.
 
@@ -82,6 +91,8 @@ def build_agent(
     the agent's without the CLI; a provider passed in already instrumented is kept.
     ``clock`` and ``summary_seconds`` pace the pre-summaries on a simulated clock
     (``hango replay``: the recorded times and a summarizer latency; see middleware/pacing).
+    ``prefix_summarizer`` makes the prefix-route summaries (default: the agent's provider);
+    ``prefix_closed`` closes that route, saying why (see middleware/summary_route).
     """
     # The provider first: a missing API key fails here, before anything is stored.
     provider = provider or _anthropic(settings)
@@ -93,7 +104,8 @@ def build_agent(
         summarizer_provider = _instrumented(summarizer_provider, telemetry, PURPOSE_SUMMARIZE)
     profile = Profiles.from_settings(settings).resolve(settings.model)
     estimator = estimator or make_estimator(settings.estimator)
-    observer = Observers(_with_compaction_log(observers))
+    sent = SentRequests(clock)
+    observer = Observers([*_with_compaction_log(observers), sent])
     inline_offloader = offloader or InlineOffloader(history)
     inline_summarizer = summarizer or LLMSummarizer(
         summarizer_provider or _instrumented(provider, telemetry, PURPOSE_SUMMARIZE),
@@ -123,6 +135,16 @@ def build_agent(
         summarizer=summarizer,
         offloader=offloader,
         observer=observer,
+        router=SummaryRouter(
+            prices=_route_prices(settings, profile),
+            estimator=estimator,
+            sent=sent,
+            prefix=_prefix(settings, provider, telemetry, prefix_summarizer, prefix_closed),
+            caches=provider.capabilities.prompt_caching,
+            window=profile.max_input_tokens,
+            setting=settings.summary_route,
+            closed=_closed_reason(settings, prefix_closed),
+        ),
     )
     chain = build_chain(
         filesystem=filesystem,
@@ -180,6 +202,34 @@ def _history_tools(store: Store, profile: ModelProfile, offload_tokens: int) -> 
         return ()
     page_chars = min(PAGE_CHARS, offload_tokens * PAGE_CHARS_PER_TOKEN)
     return (history_tool(StoreTranscripts(store), page_chars=page_chars),)
+
+
+def _route_prices(settings: Settings, profile: ModelProfile) -> RouterPrices:
+    summarizer = Profiles.from_settings(settings).price(profile.summarizer_model)
+    return RouterPrices(agent=profile.price, summarizer=summarizer)
+
+
+def _prefix(
+    settings: Settings,
+    provider: Provider,
+    telemetry: Telemetry,
+    given: PrefixSummarizer | None,
+    closed: str | None,
+) -> PrefixSummarizer | None:
+    """What makes prefix-route summaries: none on the queued path (a worker has no copy of
+    the last request) or when closed; else the one given, or the agent's own provider."""
+    if settings.redis_url is not None or closed is not None:
+        return None
+    if given is not None:
+        return given
+    summarizing = _instrumented(provider, telemetry, PURPOSE_SUMMARIZE)
+    return ProviderPrefix(summarizing, settings.summarizer_timeout)
+
+
+def _closed_reason(settings: Settings, closed: str | None) -> str:
+    if settings.redis_url is not None:
+        return "queued summaries take the range route (a worker has no copy of the prefix)"
+    return closed or "no prefix summarizer"
 
 
 def _instrumented(provider: Provider, telemetry: Telemetry, purpose: str) -> Provider:

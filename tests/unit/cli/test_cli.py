@@ -138,6 +138,7 @@ SIMULATE_KEYS: dict[str, type | tuple[type, ...]] = {
     "compactions": list,
     "compactions_by_reason": dict,
     "summaries": dict,
+    "summary_routes": dict,
     "trigger_wait_ms": dict,
     "presummary_hit_rate": (float, type(None)),
     "presummary_ready_rate": (float, type(None)),
@@ -155,7 +156,7 @@ SIMULATE_KEYS: dict[str, type | tuple[type, ...]] = {
 }
 COMPACTION_KEYS = {
     "turn", "reason", "tokens_before", "tokens_after", "evicted_messages", "kept_from_seq",
-    "summarizer", "fallback_reason", "offload_path", "summary_usage",
+    "summarizer", "fallback_reason", "offload_path", "summary_usage", "summary_route",
 }  # fmt: skip
 
 

@@ -66,7 +66,9 @@ def test_simulate_writes_each_evicted_message_to_the_history_once(
     assert_each_evicted_message_once(history_text(tmp_path / "h"), report["compactions"])
 
 
-TRIGGER_KEYS = {"turn", "presummary", "ready", "wait_ms", "summarizer", "summary_cost_usd"}
+TRIGGER_KEYS = {
+    "turn", "presummary", "ready", "wait_ms", "summarizer", "summary_route", "summary_cost_usd"
+}  # fmt: skip
 
 
 def summary_cost(usage: dict[str, int], price: Any) -> float:
@@ -80,6 +82,8 @@ def test_simulate_reports_each_compaction_at_the_trigger_with_its_summary_and_co
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HANGO_MODEL", "claude-sonnet-4-5")
+    # The range route: every summary by the summarizer, priced from its usage alone.
+    monkeypatch.setenv("HANGO_SUMMARY_ROUTE", "range")
     report = simulate_12_turns(capsys, tmp_path)
 
     at_trigger = report["trigger_compactions"]
@@ -176,6 +180,7 @@ def test_replay_estimates_what_its_summaries_would_cost_a_model(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HANGO_MODEL", "claude-sonnet-4-5")
+    monkeypatch.setenv("HANGO_SUMMARY_ROUTE", "range")  # every summary on the summarizer
     report, _ = replay_log(capsys, tmp_path, "--summarizer-latency", "0")
 
     cost = report["summarizer_cost"]

@@ -104,6 +104,7 @@ def test_compacted_turn(tmp_path: Path, cap: Captured, caplog: pytest.LogCapture
     assert attrs(turn)["hango.model_calls"] == result.model_calls
 
     (event,) = [e for e in turn.events if e.name == "gen_ai.conversation.compacted"]
+    assert record.route is not None
     assert attrs(event) == {
         "hango.tokens.before": record.tokens_before,
         "hango.tokens.after": record.tokens_after,
@@ -113,7 +114,13 @@ def test_compacted_turn(tmp_path: Path, cap: Captured, caplog: pytest.LogCapture
         "hango.compaction.summarizer": record.summarizer,
         "hango.turn": result.turn,
         "hango.fs.path": "/conversation_history/s-tel.md",
+        # The range route (the tests' settings force it), its estimate and real cost.
+        "hango.compaction.route": "range",
+        "hango.compaction.route_reason": "HANGO_SUMMARY_ROUTE=range",
+        "hango.compaction.expected_range_usd": record.route.expected_range_usd,
+        "hango.compaction.summary_cost_usd": record.route.cost_usd,
     }
+    assert (record.route.expected_range_usd or 0) > 0
     assert record.tokens_after < record.tokens_before
 
     # Within the turn: the summarizer's own chat span, then the agent's flagged chat span.

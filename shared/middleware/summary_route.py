@@ -1,0 +1,275 @@
+"""Price-aware summary routing: each in-process summary on the warm prefix or the range.
+
+For each compaction the router prices both routes from the profile table
+(:mod:`hango.compaction.route`): the prefix route is the previous request's tokens read
+from the cache plus the instruction fresh, at the agent model's price; the range route
+is the rendered evicted range fresh at the summarizer model's price; both add the expected
+summary at their model's output price. The cheaper one is taken unless
+``HANGO_SUMMARY_ROUTE`` forces one. The prefix route is closed (the range route is taken,
+the reason recorded) when the provider does not cache prompts, when no request was sent
+for the session in this process, when the last one is older than the cache's 5-minute
+lifetime on the pacer's clock, or when the evicted range is not inside it.
+
+A prefix reply that calls a tool, is empty or fails falls back to the range route; its
+cost stays in the record's real cost. Pre-summaries and queued summaries take the range
+route (the prefix route needs the exact last request, which only this process holds).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from hango.compaction.jobs import SummaryJob, SummaryResult
+from hango.compaction.prefix import prefix_instruction, prefix_problem, prefix_request
+from hango.compaction.route import (
+    CACHE_TTL_SECONDS,
+    RouteName,
+    RouteSetting,
+    SummaryRoute,
+    expected_prefix_cost,
+    expected_range_cost,
+    usage_cost,
+)
+from hango.compaction.summary_prompt import build_summary_request
+from hango.core.deadline import CallAbandoned, call_within
+from hango.core.identity import RecentlyUsed
+from hango.core.messages import Request
+from hango.core.price import Price
+from hango.middleware.base import ModelCall
+from hango.middleware.observer import NullObserver
+from hango.middleware.pacing import Clock
+from hango.providers.base import Provider
+from hango.summarizers.llm import DEFAULT_SUMMARY_MAX_TOKENS, summary_text
+from hango.tokens.base import Estimator
+
+log = logging.getLogger("hango.middleware.summarization")
+
+PREFIX_SUMMARIZER = "prefix"
+# The range route as the middleware asks it (its own fallback included).
+RangeAsk = Callable[[SummaryJob], SummaryResult]
+
+PRESUMMARY_REASON = "pre-summary: made ahead of the trigger, over the range"
+
+
+@dataclass(frozen=True)
+class SentRequest:
+    """A request as the provider got it, when (on the pacer's clock) and its measured size."""
+
+    request: Request
+    at: float
+    tokens: int
+
+
+class _Slot:
+    sent: SentRequest | None = None
+
+
+class SentRequests(NullObserver):
+    """The last request each session sent, seen where the loop hands it to the provider
+    (after every middleware, breakpoints included)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._slots: RecentlyUsed[_Slot] = RecentlyUsed()
+
+    def request_sent(self, session_id: str, turn: int, request: Request, input_tokens: int) -> None:
+        self._slots.get(session_id, _Slot).sent = SentRequest(request, self.clock(), input_tokens)
+
+    def last(self, session_id: str) -> SentRequest | None:
+        return self._slots.get(session_id, _Slot).sent
+
+
+class PrefixSummarizer(Protocol):
+    """Answers a prefix request with a summary; ``fallback_reason`` set: no summary."""
+
+    def summarize(self, job: SummaryJob, request: Request) -> SummaryResult: ...
+
+
+class ProviderPrefix:
+    """The prefix route on the agent's provider, under one deadline."""
+
+    def __init__(self, provider: Provider, timeout: float) -> None:
+        self.provider = provider
+        self.timeout = timeout
+
+    def summarize(self, job: SummaryJob, request: Request) -> SummaryResult:
+        try:
+            response = call_within(
+                self.timeout, lambda: self.provider.complete(request), name="hango-summary"
+            )
+        except CallAbandoned:
+            return _failed(f"no prefix summary within {self.timeout:g} s")
+        except Exception as error:  # the turn must complete whatever the provider does
+            return _failed(f"provider error: {type(error).__name__}: {error}")
+        text, problem = summary_text(response)
+        if problem is None and response.stop_reason == "max_tokens":
+            problem = "summary cut off at max_tokens"
+        return SummaryResult(
+            text="" if problem else text,
+            summarizer=PREFIX_SUMMARIZER,
+            usage=response.usage,
+            fallback_reason=problem,
+        )
+
+
+def _failed(reason: str) -> SummaryResult:
+    return SummaryResult(text="", summarizer=PREFIX_SUMMARIZER, fallback_reason=reason)
+
+
+@dataclass(frozen=True)
+class RouterPrices:
+    agent: Price
+    summarizer: Price
+
+
+@dataclass(frozen=True)
+class _Choice:
+    name: RouteName
+    reason: str
+    expected_prefix: float | None
+    expected_range: float
+    sent: SentRequest | None = None
+    kept: int = 0
+
+
+class SummaryRouter:
+    """Chooses each in-process summary's route and makes it (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        prices: RouterPrices,
+        estimator: Estimator,
+        sent: SentRequests | None = None,
+        prefix: PrefixSummarizer | None = None,
+        caches: bool = False,
+        window: int | None = None,
+        setting: RouteSetting = "auto",
+        closed: str = "no prefix summarizer in this process",
+    ) -> None:
+        self.prices = prices
+        self.estimator = estimator
+        self.sent = sent
+        self.prefix = prefix
+        self.caches = caches
+        # The agent's window: the prefix plus the instruction must fit it (None: unchecked).
+        self.window = window
+        self.setting = setting
+        self.closed = closed
+
+    def begin(
+        self, call: ModelCall, job: SummaryJob, boundary: int, room: int, by_range: RangeAsk
+    ) -> RoutedSummary:
+        """One compaction's summary, routed: ask it with ``RoutedSummary.ask``."""
+        return RoutedSummary(self, self._choose(call, job, boundary, room), by_range)
+
+    def presummarized(self, result: SummaryResult) -> SummaryResult:
+        """A pre-summary's result with its route: always the range."""
+        cost = usage_cost(result.usage, self.prices.summarizer)
+        route = SummaryRoute(name="range", reason=PRESUMMARY_REASON, cost_usd=cost)
+        return result.model_copy(update={"route": route})
+
+    def _choose(self, call: ModelCall, job: SummaryJob, boundary: int, room: int) -> _Choice:
+        output = min(room, DEFAULT_SUMMARY_MAX_TOKENS)
+        rendered = build_summary_request(job, model=job.model, max_tokens=output)
+        by_range = expected_range_cost(
+            self.estimator.estimate_request(rendered), output, self.prices.summarizer
+        )
+        if self.setting == "range":
+            return _Choice("range", "HANGO_SUMMARY_ROUTE=range", None, by_range)
+        closed, sent, kept = self._open(call, boundary)
+        if closed is not None or sent is None:
+            return _Choice("range", closed or self.closed, None, by_range)
+        instruction = self.estimator.estimate(prefix_instruction(kept, None))
+        # The reply shares the window with the prefix: room for half the summary's room at
+        # least (a reply cut off at the window falls back to the range route).
+        if self.window is not None and sent.tokens + instruction + output // 2 > self.window:
+            return _Choice(
+                "range", "the prefix and its summary would not fit the window", None, by_range
+            )
+        by_prefix = expected_prefix_cost(sent.tokens, instruction, output, self.prices.agent)
+        name: RouteName = "prefix" if by_prefix < by_range else "range"
+        reason = f"expected ${by_prefix:.6f} on the prefix, ${by_range:.6f} on the range"
+        if self.setting == "prefix":
+            name, reason = "prefix", "HANGO_SUMMARY_ROUTE=prefix"
+        return _Choice(name, reason, by_prefix, by_range, sent, kept)
+
+    def _open(self, call: ModelCall, boundary: int) -> tuple[str | None, SentRequest | None, int]:
+        """Why the prefix route is closed (``None``: open), the sent request, messages kept."""
+        if not self.caches:
+            return "the provider does not cache prompts", None, 0
+        sent = self.sent.last(call.session_id) if self.sent is not None else None
+        if self.prefix is None or sent is None:
+            reason = self.closed if self.prefix is None else "no request sent in this process"
+            return reason, None, 0
+        age = self.sent.clock() - sent.at if self.sent is not None else 0.0
+        if age > CACHE_TTL_SECONDS:
+            return f"cold prefix: last sent {age:.0f} s ago (cache TTL 300 s)", None, 0
+        kept = _kept_verbatim(call, sent.request, boundary)
+        if kept is None:
+            return "the evicted range is not inside the previous request", None, 0
+        return prefix_problem(sent.request), sent, kept
+
+
+def _kept_verbatim(call: ModelCall, sent: Request, boundary: int) -> int | None:
+    """How many of the previous request's messages the cut keeps, when the cut lies inside
+    it or at its end and both start alike (no compaction in between); ``None`` otherwise."""
+    messages = call.request.messages
+    count = len(sent.messages)
+    if not 0 < boundary <= count <= len(messages):
+        return None
+    if sent.messages[0].text() != messages[0].text():
+        return None
+    return count - boundary
+
+
+class RoutedSummary:
+    """One compaction's summary on its chosen route; every call it makes is priced."""
+
+    def __init__(self, router: SummaryRouter, choice: _Choice, by_range: RangeAsk) -> None:
+        self.router = router
+        self.choice = choice
+        self.by_range = by_range
+        self.spent = 0.0
+        self.failed: str | None = None
+
+    def ask(self, job: SummaryJob) -> SummaryResult:
+        if self.choice.name == "prefix" and self.failed is None:
+            result = self._on_prefix(job)
+            if result.fallback_reason is None:
+                return result
+            self.failed = result.fallback_reason
+            log.warning("session %s: prefix summary unusable (%s)", job.session_id, self.failed)
+        result = self.by_range(job)
+        self.spent += usage_cost(result.usage, self.router.prices.summarizer)
+        return result
+
+    def _on_prefix(self, job: SummaryJob) -> SummaryResult:
+        sent, prefix = self.choice.sent, self.router.prefix
+        if sent is None or prefix is None:  # pragma: no cover - a prefix choice has both
+            return _failed("no previous request")
+        instruction = prefix_instruction(self.choice.kept, job.max_tokens)
+        cap = job.max_tokens or DEFAULT_SUMMARY_MAX_TOKENS
+        request = prefix_request(sent.request, instruction, cap)
+        if isinstance(request, str):
+            return _failed(request)
+        result = prefix.summarize(job, request)
+        self.spent += usage_cost(result.usage, self.router.prices.agent)
+        return result
+
+    def finish(self, result: SummaryResult) -> SummaryResult:
+        """``result`` with the route taken, both estimates and what every call cost."""
+        choice = self.choice
+        name: RouteName = "prefix" if choice.name == "prefix" and not self.failed else "range"
+        reason = choice.reason if self.failed is None else f"prefix fell back: {self.failed}"
+        route = SummaryRoute(
+            name=name,
+            reason=reason,
+            expected_prefix_usd=choice.expected_prefix,
+            expected_range_usd=choice.expected_range,
+            cost_usd=self.spent,
+        )
+        return result.model_copy(update={"route": route})
