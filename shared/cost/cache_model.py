@@ -49,10 +49,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
-from hango.core.identity import IdentityCache
 from hango.core.messages import (
     ContentBlock,
     RedactedThinkingBlock,
@@ -138,9 +139,13 @@ def prefix_keys(blocks: Sequence[CacheBlock]) -> list[str]:
     keys: list[str] = []
     previous = ""
     for block in blocks:
-        previous = hashlib.sha256(f"{previous}:{block.key}".encode()).hexdigest()
+        previous = _chained(previous, block.key)
         keys.append(previous)
     return keys
+
+
+def _chained(previous: str, key: str) -> str:
+    return hashlib.sha256(f"{previous}:{key}".encode()).hexdigest()
 
 
 def prefix_tokens(blocks: Sequence[CacheBlock]) -> list[int]:
@@ -157,7 +162,7 @@ def prefix_tokens(blocks: Sequence[CacheBlock]) -> list[int]:
 
 
 def checked_breakpoints(
-    blocks: Sequence[CacheBlock], breakpoints: Sequence[int] | None = None
+    blocks: BlockRow, breakpoints: Sequence[int] | None = None
 ) -> tuple[int, ...]:
     """The sorted breakpoint positions (the marked blocks when none are given).
 
@@ -165,7 +170,7 @@ def checked_breakpoints(
     :class:`TooManyBreakpointsError` for more than :data:`MAX_BREAKPOINTS`.
     """
     if breakpoints is None:
-        breakpoints = [i for i, block in enumerate(blocks) if block.marked]
+        breakpoints = [i for i in range(len(blocks)) if blocks[i].marked]
     for position in breakpoints:
         if not 0 <= position < len(blocks):
             raise ValueError(f"breakpoint {position} is outside the {len(blocks)} blocks")
@@ -177,8 +182,16 @@ def checked_breakpoints(
     return unique
 
 
+class BlockRow(Protocol):
+    """Blocks by position: a sequence of :class:`CacheBlock`, or a :class:`BlockTrail`."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, position: int, /) -> CacheBlock: ...
+
+
 def lookback_positions(
-    blocks: Sequence[CacheBlock], end: int, limit: int = LOOKBACK_POSITIONS
+    blocks: BlockRow, end: int, limit: int = LOOKBACK_POSITIONS
 ) -> Iterator[int]:
     """The positions a breakpoint at ``end`` checks for a hit, latest first.
 
@@ -200,6 +213,140 @@ def lookback_positions(
 
 def _same_run(earlier: CacheBlock, later: CacheBlock) -> bool:
     return earlier.run is not None and earlier.run == later.run
+
+
+# --- A request's blocks, followed from one request to the next ---------------------
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One group of blocks (the fixed part, or one message) and the prefix through each.
+
+    ``chains`` and ``ends`` are the chain hash and the token length of the prefix through
+    each block; ``tail_chain`` and ``tail_end`` those through the whole group (the
+    previous group's when this one is empty). ``cacheable`` is the offset of its last
+    block that may carry a marker.
+    """
+
+    blocks: tuple[CacheBlock, ...]
+    chains: tuple[str, ...]
+    ends: tuple[int, ...]
+    tail_chain: str
+    tail_end: int
+    cacheable: int | None
+
+
+# A group's blocks and the offset of its last block that may carry a marker.
+GroupBlocks = tuple[Sequence[CacheBlock], int | None]
+
+
+class BlockTrail:
+    """The blocks of a session's latest request, with the chain hash and token length of
+    the prefix through every block.
+
+    The blocks come in groups: the fixed part (tools, system), then one group per message.
+    A session's next request is the previous one with a few messages changed near its end
+    (the markers moved) and new ones appended, or after a compaction a new start:
+    :meth:`update` keeps the groups before the first change and hashes only the groups
+    from there on, so a call costs what changed, not the length of the history.
+    """
+
+    def __init__(self) -> None:
+        self._groups: list[_Group] = []
+        self._starts: list[int] = []  # the position of each group's first block
+        self._marked: dict[int, tuple[int, ...]] = {}  # group -> its marked positions
+        self._size = 0
+
+    @classmethod
+    def of(cls, blocks: Sequence[CacheBlock]) -> BlockTrail:
+        """A trail of ``blocks`` as one group."""
+        trail = cls()
+        trail.update(0, [(blocks, None)])
+        return trail
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, position: int, /) -> CacheBlock:
+        group, offset = self._locate(position)
+        return group.blocks[offset]
+
+    @property
+    def groups(self) -> int:
+        return len(self._groups)
+
+    @property
+    def total(self) -> int:
+        """The tokens of every block."""
+        return self._groups[-1].tail_end if self._groups else 0
+
+    def chain(self, position: int) -> str:
+        """The chain hash of the prefix through ``position``."""
+        group, offset = self._locate(position)
+        return group.chains[offset]
+
+    def end(self, position: int) -> int:
+        """The token length of the prefix through ``position``."""
+        group, offset = self._locate(position)
+        return group.ends[offset]
+
+    def marked(self) -> list[int]:
+        """The positions of the marked blocks, in order."""
+        return sorted(p for positions in self._marked.values() for p in positions)
+
+    def last_cacheable(self) -> int | None:
+        """The position of the last block that may carry a marker."""
+        for number in range(len(self._groups) - 1, -1, -1):
+            cacheable = self._groups[number].cacheable
+            if cacheable is not None:
+                return self._starts[number] + cacheable
+        return None
+
+    def update(self, keep: int, groups: Iterable[GroupBlocks]) -> None:
+        """Keep the first ``keep`` groups; ``groups`` follow them."""
+        if not 0 <= keep <= len(self._groups):
+            raise ValueError(f"cannot keep {keep} of {len(self._groups)} groups")
+        del self._groups[keep:], self._starts[keep:]
+        for number in [n for n in self._marked if n >= keep]:
+            del self._marked[number]
+        self._size = self._starts[-1] + len(self._groups[-1].blocks) if self._groups else 0
+        for blocks, cacheable in groups:
+            self._append(tuple(blocks), cacheable)
+
+    def _append(self, blocks: tuple[CacheBlock, ...], cacheable: int | None) -> None:
+        chain, end = (
+            (self._groups[-1].tail_chain, self._groups[-1].tail_end) if self._groups else ("", 0)
+        )
+        chains: list[str] = []
+        ends: list[int] = []
+        for block in blocks:
+            chain, end = _chained(chain, block.key), end + block.tokens
+            chains.append(chain)
+            ends.append(end)
+        marked = tuple(self._size + i for i, block in enumerate(blocks) if block.marked)
+        if marked:
+            self._marked[len(self._groups)] = marked
+        self._groups.append(_Group(blocks, tuple(chains), tuple(ends), chain, end, cacheable))
+        self._starts.append(self._size)
+        self._size += len(blocks)
+
+    def _locate(self, position: int) -> tuple[_Group, int]:
+        if not 0 <= position < self._size:
+            raise IndexError(f"block {position} is outside the {self._size} blocks")
+        number = bisect_right(self._starts, position) - 1
+        return self._groups[number], position - self._starts[number]
+
+
+def trail_breakpoints(trail: BlockTrail, *, automatic: bool) -> tuple[int, ...]:
+    """The trail's breakpoints: its marked blocks, and with ``automatic`` (top-level
+    ``cache_control``) the last cacheable block, which needs a free slot [docs]."""
+    marks = trail.marked()
+    last = trail.last_cacheable() if automatic else None
+    if last is not None and len(marks) >= MAX_BREAKPOINTS:
+        raise TooManyBreakpointsError(
+            f"automatic caching needs a free slot; {len(marks)} explicit breakpoints"
+        )
+    return checked_breakpoints(trail, [*marks] if last is None else [*marks, last])
 
 
 # --- The cache ----------------------------------------------------------------------
@@ -251,34 +398,27 @@ class PrefixCache:
         request time in seconds, needed only for TTL expiry.
         """
         marks = checked_breakpoints(blocks, breakpoints)
-        ends = prefix_tokens(blocks)
-        total = ends[-1] if ends else 0
-        if not marks or ends[marks[-1]] < self.min_tokens:
+        return self.send(BlockTrail.of(blocks), marks, now=now)
+
+    def send(
+        self, trail: BlockTrail, marks: Sequence[int], *, now: float | None = None
+    ) -> CacheUsage:
+        """:meth:`simulate` for a trail and its checked breakpoints (sorted positions)."""
+        total = trail.total
+        if not marks or trail.end(marks[-1]) < self.min_tokens:
             return CacheUsage(read=0, write=0, uncached=total)
-        last = marks[-1]
-        chain = prefix_keys(blocks[: last + 1])
-        hit = self._longest_hit(blocks, chain, marks, now)
-        read = 0 if hit is None else ends[hit]
-        written = [mark for mark in marks if ends[mark] >= self.min_tokens]
+        hits = [self._latest_hit(trail, mark, now) for mark in marks]
+        hit = max((h for h in hits if h is not None), default=None)
+        read = 0 if hit is None else trail.end(hit)
+        written = [mark for mark in marks if trail.end(mark) >= self.min_tokens]
         for position in written if hit is None else [hit, *written]:
-            self._last_used[chain[position]] = now
-        return CacheUsage(read=read, write=ends[last] - read, uncached=total - ends[last])
+            self._last_used[trail.chain(position)] = now
+        last = trail.end(marks[-1])
+        return CacheUsage(read=read, write=last - read, uncached=total - last)
 
-    def _longest_hit(
-        self,
-        blocks: Sequence[CacheBlock],
-        chain: Sequence[str],
-        marks: Sequence[int],
-        now: float | None,
-    ) -> int | None:
-        hits = [self._latest_hit(blocks, chain, mark, now) for mark in marks]
-        return max((hit for hit in hits if hit is not None), default=None)
-
-    def _latest_hit(
-        self, blocks: Sequence[CacheBlock], chain: Sequence[str], mark: int, now: float | None
-    ) -> int | None:
-        for position in lookback_positions(blocks, mark, self.lookback):
-            if self._alive(chain[position], now):
+    def _latest_hit(self, trail: BlockTrail, mark: int, now: float | None) -> int | None:
+        for position in lookback_positions(trail, mark, self.lookback):
+            if self._alive(trail.chain(position), now):
                 return position
         return None
 
@@ -303,16 +443,10 @@ class _Placed:
     opens_message: bool
     block: WireBlock
 
-    def key(self, remembered: BlockKeys) -> str:
-        # Remembered per block object: a session resends the same blocks on every call.
-        keys = remembered.get(self.block, _no_keys)
-        place = (self.section, self.opens_message)
-        found = keys.get(place)
-        if found is None:
-            found = keys[place] = content_key(
-                {"at": self.section, "opens": self.opens_message, "block": _unmarked(self.block)}
-            )
-        return found
+    def key(self) -> str:
+        return content_key(
+            {"at": self.section, "opens": self.opens_message, "block": _unmarked(self.block)}
+        )
 
     def marked(self) -> bool:
         if getattr(self.block, "cache_control", None) is not None:
@@ -332,16 +466,6 @@ class _Placed:
         return not (isinstance(self.block, TextBlock) and not self.block.text)
 
 
-# A block's content keys by its place (section, opens a message), per block object; kept
-# by whoever sizes many requests of one session (a CacheMeter), so a resent block is
-# hashed once.
-BlockKeys = IdentityCache[WireBlock, dict[tuple[str, bool], str]]
-
-
-def _no_keys(block: WireBlock) -> dict[tuple[str, bool], str]:
-    return {}
-
-
 def _unmarked(block: WireBlock) -> object:
     """The block's JSON without ``cache_control``, also inside a tool result's content."""
     data = {k: v for k, v in block.to_api().items() if k != "cache_control"}
@@ -356,19 +480,41 @@ def _unmarked(block: WireBlock) -> object:
     return data
 
 
-def _placed_blocks(request: Request) -> Iterator[_Placed]:
-    for tool in request.tool_definitions():
-        yield _Placed("tools", False, tool)
-    for system_block in request.system_blocks():
-        yield _Placed("system", False, system_block)
-    for message in request.messages:
-        for index, block in enumerate(message.blocks()):
-            yield _Placed(message.role, index == 0, block)
+def _placed_groups(request: Request, first: int = 0) -> Iterator[list[_Placed]]:
+    """The request's blocks by group: the fixed part (group 0), then one per message; from
+    group ``first`` on."""
+    if first == 0:
+        yield [
+            *(_Placed("tools", False, tool) for tool in request.tool_definitions()),
+            *(_Placed("system", False, block) for block in request.system_blocks()),
+        ]
+    for message in request.messages[max(first - 1, 0) :]:
+        yield [_Placed(message.role, i == 0, block) for i, block in enumerate(message.blocks())]
+
+
+def request_groups(request: Request, sizes: SizeOf, first: int = 0) -> Iterator[GroupBlocks]:
+    """The blocks of the request's groups from ``first`` on, for :meth:`BlockTrail.update`.
+
+    Each block's marker is its own ``cache_control``; top-level automatic caching is the
+    trail's to place (:func:`trail_breakpoints`).
+    """
+    for placed in _placed_groups(request, first):
+        blocks = [
+            CacheBlock(key=p.key(), tokens=sizes(p.block), marked=p.marked(), run=p.run())
+            for p in placed
+        ]
+        cacheable = [i for i, p in enumerate(placed) if p.cacheable()]
+        yield blocks, cacheable[-1] if cacheable else None
+
+
+def automatic_caching(request: Request) -> bool:
+    """Whether the request asks for automatic caching (top-level ``cache_control``)."""
+    return (request.model_extra or {}).get("cache_control") is not None
 
 
 def _automatic_breakpoint(request: Request, placed: Sequence[_Placed]) -> int | None:
     """Where top-level ``cache_control`` puts its breakpoint: the last cacheable block."""
-    if (request.model_extra or {}).get("cache_control") is None:
+    if not automatic_caching(request):
         return None
     cacheable = [i for i, p in enumerate(placed) if p.cacheable()]
     return cacheable[-1] if cacheable else None
@@ -382,19 +528,15 @@ def _sizes(placed: Sequence[_Placed], sizes: SizeOf | Sequence[int]) -> list[int
     return list(sizes)
 
 
-def blocks_from_request(
-    request: Request, sizes: SizeOf | Sequence[int], keys: BlockKeys | None = None
-) -> tuple[CacheBlock, ...]:
+def blocks_from_request(request: Request, sizes: SizeOf | Sequence[int]) -> tuple[CacheBlock, ...]:
     """The request's blocks in prefix order, sized by ``sizes`` (a function or a list).
-
-    ``keys`` remembers each block object's content key across the calls of one caller.
 
     Marked blocks are its ``cache_control`` markers, plus the last cacheable block when
     the request asks for automatic caching (top-level ``cache_control``, kept as an
     extra key). Automatic caching with 4 explicit markers raises
     :class:`TooManyBreakpointsError` [docs].
     """
-    placed = list(_placed_blocks(request))
+    placed = [p for group in _placed_groups(request) for p in group]
     counts = _sizes(placed, sizes)
     automatic = _automatic_breakpoint(request, placed)
     explicit = sum(p.marked() for p in placed)
@@ -402,11 +544,8 @@ def blocks_from_request(
         raise TooManyBreakpointsError(
             f"automatic caching needs a free slot; {explicit} explicit breakpoints"
         )
-    remembered: BlockKeys = IdentityCache() if keys is None else keys
     return tuple(
-        CacheBlock(
-            key=p.key(remembered), tokens=n, marked=p.marked() or i == automatic, run=p.run()
-        )
+        CacheBlock(key=p.key(), tokens=n, marked=p.marked() or i == automatic, run=p.run())
         for i, (p, n) in enumerate(zip(placed, counts, strict=True))
     )
 
