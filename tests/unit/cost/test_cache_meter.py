@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hango.core.messages import Message, Request, TextBlock, ToolDefinition
+from hango.core.messages import Message, Request, ToolDefinition
 from hango.core.profiles import Profiles
 from hango.cost.cache_model import (
     PrefixCache,
