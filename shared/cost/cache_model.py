@@ -49,10 +49,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 from hango.core.messages import (
     ContentBlock,
@@ -135,17 +133,9 @@ def content_key(payload: object) -> str:
 
 
 def prefix_keys(blocks: Sequence[CacheBlock]) -> list[str]:
-    """The chain hash of every prefix: ``h[i] = hash(h[i-1], key[i])``."""
-    keys: list[str] = []
-    previous = ""
-    for block in blocks:
-        previous = _chained(previous, block.key)
-        keys.append(previous)
-    return keys
-
-
-def _chained(previous: str, key: str) -> str:
-    return hashlib.sha256(f"{previous}:{key}".encode()).hexdigest()
+    """The chain hash of every prefix: ``h[i] = hash(h[i-1], key[i])``, as the cache keys
+    its entries (:class:`BlockTrail`), in hex."""
+    return [BlockTrail.of(blocks).chain(i).hex() for i in range(len(blocks))]
 
 
 def prefix_tokens(blocks: Sequence[CacheBlock]) -> list[int]:
@@ -162,7 +152,7 @@ def prefix_tokens(blocks: Sequence[CacheBlock]) -> list[int]:
 
 
 def checked_breakpoints(
-    blocks: BlockRow, breakpoints: Sequence[int] | None = None
+    blocks: Sequence[CacheBlock], breakpoints: Sequence[int] | None = None
 ) -> tuple[int, ...]:
     """The sorted breakpoint positions (the marked blocks when none are given).
 
@@ -170,10 +160,14 @@ def checked_breakpoints(
     :class:`TooManyBreakpointsError` for more than :data:`MAX_BREAKPOINTS`.
     """
     if breakpoints is None:
-        breakpoints = [i for i in range(len(blocks)) if blocks[i].marked]
+        breakpoints = [i for i, block in enumerate(blocks) if block.marked]
+    return _checked(breakpoints, len(blocks))
+
+
+def _checked(breakpoints: Sequence[int], size: int) -> tuple[int, ...]:
     for position in breakpoints:
-        if not 0 <= position < len(blocks):
-            raise ValueError(f"breakpoint {position} is outside the {len(blocks)} blocks")
+        if not 0 <= position < size:
+            raise ValueError(f"breakpoint {position} is outside the {size} blocks")
     unique = tuple(sorted(set(breakpoints)))
     if len(unique) > MAX_BREAKPOINTS:
         raise TooManyBreakpointsError(
@@ -182,58 +176,33 @@ def checked_breakpoints(
     return unique
 
 
-class BlockRow(Protocol):
-    """Blocks by position: a sequence of :class:`CacheBlock`, or a :class:`BlockTrail`."""
-
-    def __len__(self) -> int: ...
-
-    def __getitem__(self, position: int, /) -> CacheBlock: ...
-
-
 def lookback_positions(
-    blocks: BlockRow, end: int, limit: int = LOOKBACK_POSITIONS
+    blocks: Sequence[CacheBlock], end: int, limit: int = LOOKBACK_POSITIONS
 ) -> Iterator[int]:
     """The positions a breakpoint at ``end`` checks for a hit, latest first.
 
     ``end`` itself and at most ``limit`` positions before it; a step inside a run of
     blocks of the same ``run`` kind does not count.
     """
+    return _lookback(lambda position: blocks[position].run, end, limit)
+
+
+def _lookback(run_at: Callable[[int], str | None], end: int, limit: int) -> Iterator[int]:
     steps = 0
     position = end
     while True:
         yield position
         if position == 0:
             return
-        if not _same_run(blocks[position - 1], blocks[position]):
+        earlier = run_at(position - 1)
+        if earlier is None or earlier != run_at(position):
             steps += 1
         if steps > limit:
             return
         position -= 1
 
 
-def _same_run(earlier: CacheBlock, later: CacheBlock) -> bool:
-    return earlier.run is not None and earlier.run == later.run
-
-
 # --- A request's blocks, followed from one request to the next ---------------------
-
-
-@dataclass(frozen=True)
-class _Group:
-    """One group of blocks (the fixed part, or one message) and the prefix through each.
-
-    ``chains`` and ``ends`` are the chain hash and the token length of the prefix through
-    each block; ``tail_chain`` and ``tail_end`` those through the whole group (the
-    previous group's when this one is empty). ``cacheable`` is the offset of its last
-    block that may carry a marker.
-    """
-
-    blocks: tuple[CacheBlock, ...]
-    chains: tuple[str, ...]
-    ends: tuple[int, ...]
-    tail_chain: str
-    tail_end: int
-    cacheable: int | None
 
 
 # A group's blocks and the offset of its last block that may carry a marker.
@@ -241,21 +210,24 @@ GroupBlocks = tuple[Sequence[CacheBlock], int | None]
 
 
 class BlockTrail:
-    """The blocks of a session's latest request, with the chain hash and token length of
-    the prefix through every block.
+    """The blocks of a session's latest request: per block the chain hash and the token
+    length of the prefix through it, and its ``run`` kind; the marked blocks.
 
     The blocks come in groups: the fixed part (tools, system), then one group per message.
     A session's next request is the previous one with a few messages changed near its end
     (the markers moved) and new ones appended, or after a compaction a new start:
-    :meth:`update` keeps the groups before the first change and hashes only the groups
-    from there on, so a call costs what changed, not the length of the history.
+    :meth:`update` keeps the blocks of the groups before the first change and hashes only
+    the groups from there on, so a call costs what changed, not the length of the
+    history. Only what the cache looks up is kept (flat lists, a digest per block).
     """
 
     def __init__(self) -> None:
-        self._groups: list[_Group] = []
-        self._starts: list[int] = []  # the position of each group's first block
-        self._marked: dict[int, tuple[int, ...]] = {}  # group -> its marked positions
-        self._size = 0
+        self._chains: list[bytes] = []
+        self._ends: list[int] = []
+        self._runs: list[str | None] = []
+        self._marked: list[int] = []  # ascending
+        self._starts: list[int] = []  # per group: the position of its first block
+        self._cacheable: list[int | None] = []  # per group: its last cacheable position
 
     @classmethod
     def of(cls, blocks: Sequence[CacheBlock]) -> BlockTrail:
@@ -265,76 +237,60 @@ class BlockTrail:
         return trail
 
     def __len__(self) -> int:
-        return self._size
-
-    def __getitem__(self, position: int, /) -> CacheBlock:
-        group, offset = self._locate(position)
-        return group.blocks[offset]
+        return len(self._chains)
 
     @property
     def groups(self) -> int:
-        return len(self._groups)
+        return len(self._starts)
 
     @property
     def total(self) -> int:
         """The tokens of every block."""
-        return self._groups[-1].tail_end if self._groups else 0
+        return self._ends[-1] if self._ends else 0
 
-    def chain(self, position: int) -> str:
+    def chain(self, position: int) -> bytes:
         """The chain hash of the prefix through ``position``."""
-        group, offset = self._locate(position)
-        return group.chains[offset]
+        return self._chains[position]
 
     def end(self, position: int) -> int:
         """The token length of the prefix through ``position``."""
-        group, offset = self._locate(position)
-        return group.ends[offset]
+        return self._ends[position]
+
+    def run(self, position: int) -> str | None:
+        return self._runs[position]
 
     def marked(self) -> list[int]:
         """The positions of the marked blocks, in order."""
-        return sorted(p for positions in self._marked.values() for p in positions)
+        return list(self._marked)
 
     def last_cacheable(self) -> int | None:
         """The position of the last block that may carry a marker."""
-        for number in range(len(self._groups) - 1, -1, -1):
-            cacheable = self._groups[number].cacheable
-            if cacheable is not None:
-                return self._starts[number] + cacheable
-        return None
+        return next((p for p in reversed(self._cacheable) if p is not None), None)
 
     def update(self, keep: int, groups: Iterable[GroupBlocks]) -> None:
         """Keep the first ``keep`` groups; ``groups`` follow them."""
-        if not 0 <= keep <= len(self._groups):
-            raise ValueError(f"cannot keep {keep} of {len(self._groups)} groups")
-        del self._groups[keep:], self._starts[keep:]
-        for number in [n for n in self._marked if n >= keep]:
-            del self._marked[number]
-        self._size = self._starts[-1] + len(self._groups[-1].blocks) if self._groups else 0
+        if not 0 <= keep <= len(self._starts):
+            raise ValueError(f"cannot keep {keep} of {len(self._starts)} groups")
+        cut = self._starts[keep] if keep < len(self._starts) else len(self._chains)
+        del self._chains[cut:], self._ends[cut:], self._runs[cut:]
+        del self._starts[keep:], self._cacheable[keep:]
+        self._marked = [position for position in self._marked if position < cut]
         for blocks, cacheable in groups:
-            self._append(tuple(blocks), cacheable)
+            self._append(blocks, cacheable)
 
-    def _append(self, blocks: tuple[CacheBlock, ...], cacheable: int | None) -> None:
-        chain, end = (
-            (self._groups[-1].tail_chain, self._groups[-1].tail_end) if self._groups else ("", 0)
-        )
-        chains: list[str] = []
-        ends: list[int] = []
+    def _append(self, blocks: Sequence[CacheBlock], cacheable: int | None) -> None:
+        start = len(self._chains)
+        chain = self._chains[-1] if self._chains else b""
+        end = self._ends[-1] if self._ends else 0
         for block in blocks:
-            chain, end = _chained(chain, block.key), end + block.tokens
-            chains.append(chain)
-            ends.append(end)
-        marked = tuple(self._size + i for i, block in enumerate(blocks) if block.marked)
-        if marked:
-            self._marked[len(self._groups)] = marked
-        self._groups.append(_Group(blocks, tuple(chains), tuple(ends), chain, end, cacheable))
-        self._starts.append(self._size)
-        self._size += len(blocks)
-
-    def _locate(self, position: int) -> tuple[_Group, int]:
-        if not 0 <= position < self._size:
-            raise IndexError(f"block {position} is outside the {self._size} blocks")
-        number = bisect_right(self._starts, position) - 1
-        return self._groups[number], position - self._starts[number]
+            chain = hashlib.sha256(chain + b":" + block.key.encode()).digest()
+            end += block.tokens
+            self._chains.append(chain)
+            self._ends.append(end)
+            self._runs.append(block.run)
+        self._marked += [start + i for i, block in enumerate(blocks) if block.marked]
+        self._starts.append(start)
+        self._cacheable.append(None if cacheable is None else start + cacheable)
 
 
 def trail_breakpoints(trail: BlockTrail, *, automatic: bool) -> tuple[int, ...]:
@@ -346,7 +302,7 @@ def trail_breakpoints(trail: BlockTrail, *, automatic: bool) -> tuple[int, ...]:
         raise TooManyBreakpointsError(
             f"automatic caching needs a free slot; {len(marks)} explicit breakpoints"
         )
-    return checked_breakpoints(trail, [*marks] if last is None else [*marks, last])
+    return _checked(marks if last is None else [*marks, last], len(trail))
 
 
 # --- The cache ----------------------------------------------------------------------
@@ -372,7 +328,7 @@ class PrefixCache:
         self.ttl_seconds = ttl_seconds
         self.lookback = lookback
         # Chain hash of a written prefix -> when it was last written or read (None: unknown).
-        self._last_used: dict[str, float | None] = {}
+        self._last_used: dict[bytes, float | None] = {}
 
     @classmethod
     def for_profile(
@@ -417,12 +373,12 @@ class PrefixCache:
         return CacheUsage(read=read, write=last - read, uncached=total - last)
 
     def _latest_hit(self, trail: BlockTrail, mark: int, now: float | None) -> int | None:
-        for position in lookback_positions(trail, mark, self.lookback):
+        for position in _lookback(trail.run, mark, self.lookback):
             if self._alive(trail.chain(position), now):
                 return position
         return None
 
-    def _alive(self, key: str, now: float | None) -> bool:
+    def _alive(self, key: bytes, now: float | None) -> bool:
         if key not in self._last_used:
             return False
         used = self._last_used[key]
