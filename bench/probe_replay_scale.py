@@ -4,9 +4,9 @@ Writes a Claude Code JSONL of N alternating short user/assistant lines into a te
 directory (never into the repository), runs ``hango replay FILE --json`` in a child
 process per size and prints wall and CPU seconds and peak RSS (``ru_maxrss`` of the
 child) side by side, with the growth factor of CPU time between sizes: linear time shows
-as a factor near the size ratio. ``--lines 1000000`` is the issue-26 case by its number of lines (half a
-million turns); these lines are longer than that transcript's (109 MB here, 61 MB there),
-so the probe raises the size limit to 200 MB.
+as a factor near the size ratio. ``--lines 1000000`` is the issue-26 case by its number
+of lines (half a million turns); these lines are longer than that transcript's (109 MB
+here, 61 MB there), so the probe raises the size limit to 200 MB.
 
     .venv/bin/python -m bench.probe_replay_scale --lines 20000 40000 80000
 """
