@@ -20,7 +20,8 @@ from celery import Celery, signals
 from hango.core.errors import EXIT_WORKER_CONFIG, ConfigError
 from hango.core.settings import Settings, load_settings
 from hango.queue.celery_config import SUMMARIZE_QUEUE, celery_config
-from hango.queue.signing import signer_from_settings
+from hango.queue.signing import publish_probe, signer_from_settings
+from hango.wiring.queue import redis_client
 from hango_worker.summarizer import check_worker_summarizer
 
 
@@ -56,6 +57,13 @@ def refuse_to_start_without_a_summarizer(instance: Any = None, **_: Any) -> None
         check_worker_summarizer(load_settings())
     except ConfigError as exc:
         refuse(exc)
+
+
+@signals.celeryd_after_setup.connect(weak=False)
+def publish_the_secret_probe(sender: Any = None, **_: Any) -> None:
+    """A value signed with this worker's secret, for agents to check theirs against."""
+    settings = load_settings()
+    publish_probe(redis_client(settings), signer_from_settings(settings), str(sender))
 
 
 def refuse(error: ConfigError) -> NoReturn:

@@ -144,8 +144,9 @@ def error_line(command: str, error: BaseException, args: argparse.Namespace | No
     what, hint = _what(error), failure_for(error).hint
     verb = command.split(" ")[0]
     if isinstance(error, CannotFitError) and verb in ("simulate", "replay"):
-        # The library's advice names settings these commands override with their flag.
-        what = what.split(";")[0]
+        # The library's advice (after the last "; ") names settings these commands
+        # override with their flag.
+        what = what.rsplit("; ", 1)[0]
         hint = f"raise --max-input-tokens above {error.tokens:,}"
     if isinstance(error, SchemaNotReadyError):  # the database the command was given
         what = what.replace("`hango migrate`", f"`hango migrate{store_flags(args)}`")

@@ -27,7 +27,6 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from statistics import mean
 from typing import IO, Any
 
 from hango.cli.costs import EstimatedPrefix, EstimatedSummaries, MeteredProvider, run_costs
@@ -51,6 +50,7 @@ from hango.cli.replaying import (
     RecordedReplies,
     ReplayClock,
     ReplayRun,
+    TokenFigures,
     replay_transcript,
     transcript_tools,
 )
@@ -299,21 +299,19 @@ def replay_report(
     stats: RunStats,
 ) -> dict[str, Any]:
     """The machine-readable summary ``--json`` prints (and the tables show)."""
-    sent = [call.sent_tokens for call in outcome.calls]
-    raw = [call.raw_tokens for call in outcome.calls]
     virtual = conversation_history_path(session_id)
     kept = bool(args.history_root) and agent.history.exists(virtual)
     return {
         "transcript": str(args.transcript),
         "format": transcript.format,
         "messages": len(transcript.messages),
-        "turns": len(outcome.turns),
+        "turns": outcome.turns,
         "model": settings.model,
         "max_input_tokens": agent.profile.max_input_tokens,
         "trigger_tokens": agent.profile.trigger_tokens,
         "summarizer": args.summarizer,
         "session_id": session_id if args.database_url else None,
-        "calls": len(outcome.calls),
+        "calls": outcome.calls,
         "compactions": len(outcome.compactions),
         "compactions_by_reason": by_reason(outcome.compactions),
         "compaction_records": [compaction_json(record) for record in outcome.compactions],
@@ -333,12 +331,16 @@ def replay_report(
         "truncated_tool_args": stats.truncated_args,
         "invalid_requests_blocked": stats.invalid_blocked,
         "overflow_retries": stats.overflow_retries,
-        "tokens_sent": {"max": max(sent, default=0), "mean": round(mean(sent)) if sent else 0},
-        "tokens_raw": {"max": max(raw, default=0), "mean": round(mean(raw)) if raw else 0},
+        "tokens_sent": _max_and_mean(outcome.sent, outcome.calls),
+        "tokens_raw": _max_and_mean(outcome.raw, outcome.calls),
         "estimator": settings.estimator,
         "dump_requests": str(args.dump_requests) if args.dump_requests else None,
         "history_file": history_file(agent.history, virtual) if kept else None,
     }
+
+
+def _max_and_mean(figures: TokenFigures, calls: int) -> dict[str, int]:
+    return {"max": figures.largest, "mean": round(figures.total / calls) if calls else 0}
 
 
 def _print_tables(report: dict[str, Any], outcome: ReplayRun) -> None:

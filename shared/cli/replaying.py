@@ -124,24 +124,37 @@ def _not_run(arguments: Mapping[str, Any]) -> ToolOutcome:
     return tool_error("replay does not run tools: the recorded result follows")
 
 
-@dataclass(frozen=True)
-class CallFigures:
-    """One model call: tokens of the request sent and of the uncompacted request."""
+@dataclass
+class TokenFigures:
+    """The largest and the mean of one figure over the calls, kept as running sums."""
 
-    sent_tokens: int
-    raw_tokens: int
+    largest: int = 0
+    total: int = 0
+
+    def add(self, tokens: int) -> None:
+        self.largest = max(self.largest, tokens)
+        self.total += tokens
 
 
 @dataclass
 class ReplayRun:
-    """What the replay produced, call by call."""
+    """What the replay produced, as running figures: nothing per call or per turn is kept
+    (a transcript of a million short lines is half a million turns)."""
 
-    calls: list[CallFigures] = field(default_factory=list)
-    turns: list[TurnResult] = field(default_factory=list)
+    calls: int = 0
+    turns: int = 0
+    sent: TokenFigures = field(default_factory=TokenFigures)
+    raw: TokenFigures = field(default_factory=TokenFigures)
+    compactions: list[CompactionRecord] = field(default_factory=list)
 
-    @property
-    def compactions(self) -> tuple[CompactionRecord, ...]:
-        return tuple(record for turn in self.turns for record in turn.compactions)
+    def called(self, sent_tokens: int, raw_tokens: int) -> None:
+        self.calls += 1
+        self.sent.add(sent_tokens)
+        self.raw.add(raw_tokens)
+
+    def turn_done(self, result: TurnResult) -> None:
+        self.turns += 1
+        self.compactions.extend(result.compactions)
 
 
 # Called with each request that was answered and the transcript index of its answer.
@@ -203,7 +216,7 @@ def replay_transcript(
                     loop.call_model(ctx)
                     sent = replies.last
                     assert sent is not None
-                    run.calls.append(CallFigures(replies.estimate(sent), raw.of(sent)))
+                    run.called(replies.estimate(sent), raw.of(sent))
                     if on_call is not None:
                         on_call(sent, raw.count)
                     loop.append(ctx, message)
@@ -213,7 +226,7 @@ def replay_transcript(
         except BaseException as error:
             loop.end_turn(ctx, status="failed", error=f"{type(error).__name__}: {error}")
             raise
-        run.turns.append(loop.end_turn(ctx))
+        run.turn_done(loop.end_turn(ctx))
     return run
 
 

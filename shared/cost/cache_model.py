@@ -49,10 +49,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from hango.core.identity import IdentityCache
 from hango.core.messages import (
     ContentBlock,
     RedactedThinkingBlock,
@@ -134,13 +133,9 @@ def content_key(payload: object) -> str:
 
 
 def prefix_keys(blocks: Sequence[CacheBlock]) -> list[str]:
-    """The chain hash of every prefix: ``h[i] = hash(h[i-1], key[i])``."""
-    keys: list[str] = []
-    previous = ""
-    for block in blocks:
-        previous = hashlib.sha256(f"{previous}:{block.key}".encode()).hexdigest()
-        keys.append(previous)
-    return keys
+    """The chain hash of every prefix: ``h[i] = hash(h[i-1], key[i])``, as the cache keys
+    its entries (:class:`BlockTrail`), in hex."""
+    return [BlockTrail.of(blocks).chain(i).hex() for i in range(len(blocks))]
 
 
 def prefix_tokens(blocks: Sequence[CacheBlock]) -> list[int]:
@@ -166,9 +161,13 @@ def checked_breakpoints(
     """
     if breakpoints is None:
         breakpoints = [i for i, block in enumerate(blocks) if block.marked]
+    return _checked(breakpoints, len(blocks))
+
+
+def _checked(breakpoints: Sequence[int], size: int) -> tuple[int, ...]:
     for position in breakpoints:
-        if not 0 <= position < len(blocks):
-            raise ValueError(f"breakpoint {position} is outside the {len(blocks)} blocks")
+        if not 0 <= position < size:
+            raise ValueError(f"breakpoint {position} is outside the {size} blocks")
     unique = tuple(sorted(set(breakpoints)))
     if len(unique) > MAX_BREAKPOINTS:
         raise TooManyBreakpointsError(
@@ -185,21 +184,125 @@ def lookback_positions(
     ``end`` itself and at most ``limit`` positions before it; a step inside a run of
     blocks of the same ``run`` kind does not count.
     """
+    return _lookback(lambda position: blocks[position].run, end, limit)
+
+
+def _lookback(run_at: Callable[[int], str | None], end: int, limit: int) -> Iterator[int]:
     steps = 0
     position = end
     while True:
         yield position
         if position == 0:
             return
-        if not _same_run(blocks[position - 1], blocks[position]):
+        earlier = run_at(position - 1)
+        if earlier is None or earlier != run_at(position):
             steps += 1
         if steps > limit:
             return
         position -= 1
 
 
-def _same_run(earlier: CacheBlock, later: CacheBlock) -> bool:
-    return earlier.run is not None and earlier.run == later.run
+# --- A request's blocks, followed from one request to the next ---------------------
+
+
+# A group's blocks and the offset of its last block that may carry a marker.
+GroupBlocks = tuple[Sequence[CacheBlock], int | None]
+
+
+class BlockTrail:
+    """The blocks of a session's latest request: per block the chain hash and the token
+    length of the prefix through it, and its ``run`` kind; the marked blocks.
+
+    The blocks come in groups: the fixed part (tools, system), then one group per message.
+    A session's next request is the previous one with a few messages changed near its end
+    (the markers moved) and new ones appended, or after a compaction a new start:
+    :meth:`update` keeps the blocks of the groups before the first change and hashes only
+    the groups from there on, so a call costs what changed, not the length of the
+    history. Only what the cache looks up is kept (flat lists, a digest per block).
+    """
+
+    def __init__(self) -> None:
+        self._chains: list[bytes] = []
+        self._ends: list[int] = []
+        self._runs: list[str | None] = []
+        self._marked: list[int] = []  # ascending
+        self._starts: list[int] = []  # per group: the position of its first block
+        self._cacheable: list[int | None] = []  # per group: its last cacheable position
+
+    @classmethod
+    def of(cls, blocks: Sequence[CacheBlock]) -> BlockTrail:
+        """A trail of ``blocks`` as one group."""
+        trail = cls()
+        trail.update(0, [(blocks, None)])
+        return trail
+
+    def __len__(self) -> int:
+        return len(self._chains)
+
+    @property
+    def groups(self) -> int:
+        return len(self._starts)
+
+    @property
+    def total(self) -> int:
+        """The tokens of every block."""
+        return self._ends[-1] if self._ends else 0
+
+    def chain(self, position: int) -> bytes:
+        """The chain hash of the prefix through ``position``."""
+        return self._chains[position]
+
+    def end(self, position: int) -> int:
+        """The token length of the prefix through ``position``."""
+        return self._ends[position]
+
+    def run(self, position: int) -> str | None:
+        return self._runs[position]
+
+    def marked(self) -> list[int]:
+        """The positions of the marked blocks, in order."""
+        return list(self._marked)
+
+    def last_cacheable(self) -> int | None:
+        """The position of the last block that may carry a marker."""
+        return next((p for p in reversed(self._cacheable) if p is not None), None)
+
+    def update(self, keep: int, groups: Iterable[GroupBlocks]) -> None:
+        """Keep the first ``keep`` groups; ``groups`` follow them."""
+        if not 0 <= keep <= len(self._starts):
+            raise ValueError(f"cannot keep {keep} of {len(self._starts)} groups")
+        cut = self._starts[keep] if keep < len(self._starts) else len(self._chains)
+        del self._chains[cut:], self._ends[cut:], self._runs[cut:]
+        del self._starts[keep:], self._cacheable[keep:]
+        self._marked = [position for position in self._marked if position < cut]
+        for blocks, cacheable in groups:
+            self._append(blocks, cacheable)
+
+    def _append(self, blocks: Sequence[CacheBlock], cacheable: int | None) -> None:
+        start = len(self._chains)
+        chain = self._chains[-1] if self._chains else b""
+        end = self._ends[-1] if self._ends else 0
+        for block in blocks:
+            chain = hashlib.sha256(chain + b":" + block.key.encode()).digest()
+            end += block.tokens
+            self._chains.append(chain)
+            self._ends.append(end)
+            self._runs.append(block.run)
+        self._marked += [start + i for i, block in enumerate(blocks) if block.marked]
+        self._starts.append(start)
+        self._cacheable.append(None if cacheable is None else start + cacheable)
+
+
+def trail_breakpoints(trail: BlockTrail, *, automatic: bool) -> tuple[int, ...]:
+    """The trail's breakpoints: its marked blocks, and with ``automatic`` (top-level
+    ``cache_control``) the last cacheable block, which needs a free slot [docs]."""
+    marks = trail.marked()
+    last = trail.last_cacheable() if automatic else None
+    if last is not None and len(marks) >= MAX_BREAKPOINTS:
+        raise TooManyBreakpointsError(
+            f"automatic caching needs a free slot; {len(marks)} explicit breakpoints"
+        )
+    return _checked(marks if last is None else [*marks, last], len(trail))
 
 
 # --- The cache ----------------------------------------------------------------------
@@ -225,7 +328,7 @@ class PrefixCache:
         self.ttl_seconds = ttl_seconds
         self.lookback = lookback
         # Chain hash of a written prefix -> when it was last written or read (None: unknown).
-        self._last_used: dict[str, float | None] = {}
+        self._last_used: dict[bytes, float | None] = {}
 
     @classmethod
     def for_profile(
@@ -251,38 +354,31 @@ class PrefixCache:
         request time in seconds, needed only for TTL expiry.
         """
         marks = checked_breakpoints(blocks, breakpoints)
-        ends = prefix_tokens(blocks)
-        total = ends[-1] if ends else 0
-        if not marks or ends[marks[-1]] < self.min_tokens:
+        return self.send(BlockTrail.of(blocks), marks, now=now)
+
+    def send(
+        self, trail: BlockTrail, marks: Sequence[int], *, now: float | None = None
+    ) -> CacheUsage:
+        """:meth:`simulate` for a trail and its checked breakpoints (sorted positions)."""
+        total = trail.total
+        if not marks or trail.end(marks[-1]) < self.min_tokens:
             return CacheUsage(read=0, write=0, uncached=total)
-        last = marks[-1]
-        chain = prefix_keys(blocks[: last + 1])
-        hit = self._longest_hit(blocks, chain, marks, now)
-        read = 0 if hit is None else ends[hit]
-        written = [mark for mark in marks if ends[mark] >= self.min_tokens]
+        hits = [self._latest_hit(trail, mark, now) for mark in marks]
+        hit = max((h for h in hits if h is not None), default=None)
+        read = 0 if hit is None else trail.end(hit)
+        written = [mark for mark in marks if trail.end(mark) >= self.min_tokens]
         for position in written if hit is None else [hit, *written]:
-            self._last_used[chain[position]] = now
-        return CacheUsage(read=read, write=ends[last] - read, uncached=total - ends[last])
+            self._last_used[trail.chain(position)] = now
+        last = trail.end(marks[-1])
+        return CacheUsage(read=read, write=last - read, uncached=total - last)
 
-    def _longest_hit(
-        self,
-        blocks: Sequence[CacheBlock],
-        chain: Sequence[str],
-        marks: Sequence[int],
-        now: float | None,
-    ) -> int | None:
-        hits = [self._latest_hit(blocks, chain, mark, now) for mark in marks]
-        return max((hit for hit in hits if hit is not None), default=None)
-
-    def _latest_hit(
-        self, blocks: Sequence[CacheBlock], chain: Sequence[str], mark: int, now: float | None
-    ) -> int | None:
-        for position in lookback_positions(blocks, mark, self.lookback):
-            if self._alive(chain[position], now):
+    def _latest_hit(self, trail: BlockTrail, mark: int, now: float | None) -> int | None:
+        for position in _lookback(trail.run, mark, self.lookback):
+            if self._alive(trail.chain(position), now):
                 return position
         return None
 
-    def _alive(self, key: str, now: float | None) -> bool:
+    def _alive(self, key: bytes, now: float | None) -> bool:
         if key not in self._last_used:
             return False
         used = self._last_used[key]
@@ -303,16 +399,10 @@ class _Placed:
     opens_message: bool
     block: WireBlock
 
-    def key(self, remembered: BlockKeys) -> str:
-        # Remembered per block object: a session resends the same blocks on every call.
-        keys = remembered.get(self.block, _no_keys)
-        place = (self.section, self.opens_message)
-        found = keys.get(place)
-        if found is None:
-            found = keys[place] = content_key(
-                {"at": self.section, "opens": self.opens_message, "block": _unmarked(self.block)}
-            )
-        return found
+    def key(self) -> str:
+        return content_key(
+            {"at": self.section, "opens": self.opens_message, "block": _unmarked(self.block)}
+        )
 
     def marked(self) -> bool:
         if getattr(self.block, "cache_control", None) is not None:
@@ -332,16 +422,6 @@ class _Placed:
         return not (isinstance(self.block, TextBlock) and not self.block.text)
 
 
-# A block's content keys by its place (section, opens a message), per block object; kept
-# by whoever sizes many requests of one session (a CacheMeter), so a resent block is
-# hashed once.
-BlockKeys = IdentityCache[WireBlock, dict[tuple[str, bool], str]]
-
-
-def _no_keys(block: WireBlock) -> dict[tuple[str, bool], str]:
-    return {}
-
-
 def _unmarked(block: WireBlock) -> object:
     """The block's JSON without ``cache_control``, also inside a tool result's content."""
     data = {k: v for k, v in block.to_api().items() if k != "cache_control"}
@@ -356,19 +436,41 @@ def _unmarked(block: WireBlock) -> object:
     return data
 
 
-def _placed_blocks(request: Request) -> Iterator[_Placed]:
-    for tool in request.tool_definitions():
-        yield _Placed("tools", False, tool)
-    for system_block in request.system_blocks():
-        yield _Placed("system", False, system_block)
-    for message in request.messages:
-        for index, block in enumerate(message.blocks()):
-            yield _Placed(message.role, index == 0, block)
+def _placed_groups(request: Request, first: int = 0) -> Iterator[list[_Placed]]:
+    """The request's blocks by group: the fixed part (group 0), then one per message; from
+    group ``first`` on."""
+    if first == 0:
+        yield [
+            *(_Placed("tools", False, tool) for tool in request.tool_definitions()),
+            *(_Placed("system", False, block) for block in request.system_blocks()),
+        ]
+    for message in request.messages[max(first - 1, 0) :]:
+        yield [_Placed(message.role, i == 0, block) for i, block in enumerate(message.blocks())]
+
+
+def request_groups(request: Request, sizes: SizeOf, first: int = 0) -> Iterator[GroupBlocks]:
+    """The blocks of the request's groups from ``first`` on, for :meth:`BlockTrail.update`.
+
+    Each block's marker is its own ``cache_control``; top-level automatic caching is the
+    trail's to place (:func:`trail_breakpoints`).
+    """
+    for placed in _placed_groups(request, first):
+        blocks = [
+            CacheBlock(key=p.key(), tokens=sizes(p.block), marked=p.marked(), run=p.run())
+            for p in placed
+        ]
+        cacheable = [i for i, p in enumerate(placed) if p.cacheable()]
+        yield blocks, cacheable[-1] if cacheable else None
+
+
+def automatic_caching(request: Request) -> bool:
+    """Whether the request asks for automatic caching (top-level ``cache_control``)."""
+    return (request.model_extra or {}).get("cache_control") is not None
 
 
 def _automatic_breakpoint(request: Request, placed: Sequence[_Placed]) -> int | None:
     """Where top-level ``cache_control`` puts its breakpoint: the last cacheable block."""
-    if (request.model_extra or {}).get("cache_control") is None:
+    if not automatic_caching(request):
         return None
     cacheable = [i for i, p in enumerate(placed) if p.cacheable()]
     return cacheable[-1] if cacheable else None
@@ -382,19 +484,15 @@ def _sizes(placed: Sequence[_Placed], sizes: SizeOf | Sequence[int]) -> list[int
     return list(sizes)
 
 
-def blocks_from_request(
-    request: Request, sizes: SizeOf | Sequence[int], keys: BlockKeys | None = None
-) -> tuple[CacheBlock, ...]:
+def blocks_from_request(request: Request, sizes: SizeOf | Sequence[int]) -> tuple[CacheBlock, ...]:
     """The request's blocks in prefix order, sized by ``sizes`` (a function or a list).
-
-    ``keys`` remembers each block object's content key across the calls of one caller.
 
     Marked blocks are its ``cache_control`` markers, plus the last cacheable block when
     the request asks for automatic caching (top-level ``cache_control``, kept as an
     extra key). Automatic caching with 4 explicit markers raises
     :class:`TooManyBreakpointsError` [docs].
     """
-    placed = list(_placed_blocks(request))
+    placed = [p for group in _placed_groups(request) for p in group]
     counts = _sizes(placed, sizes)
     automatic = _automatic_breakpoint(request, placed)
     explicit = sum(p.marked() for p in placed)
@@ -402,11 +500,8 @@ def blocks_from_request(
         raise TooManyBreakpointsError(
             f"automatic caching needs a free slot; {explicit} explicit breakpoints"
         )
-    remembered: BlockKeys = IdentityCache() if keys is None else keys
     return tuple(
-        CacheBlock(
-            key=p.key(remembered), tokens=n, marked=p.marked() or i == automatic, run=p.run()
-        )
+        CacheBlock(key=p.key(), tokens=n, marked=p.marked() or i == automatic, run=p.run())
         for i, (p, n) in enumerate(zip(placed, counts, strict=True))
     )
 

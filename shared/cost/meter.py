@@ -10,48 +10,52 @@ come from the configured estimator (:func:`estimated_sizes`). :func:`cache_json`
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hango.core.identity import IdentityCache
-from hango.core.messages import Request, Usage
+from hango.core.messages import Message, Request, Usage
 from hango.core.price import Price
 from hango.core.profiles import ModelProfile
 from hango.cost.cache_model import (
     DEFAULT_TTL_SECONDS,
-    BlockKeys,
+    BlockTrail,
     CacheLedger,
     CacheReport,
     CacheUsage,
     PrefixCache,
     SizeOf,
     WireBlock,
-    blocks_from_request,
+    automatic_caching,
+    request_groups,
+    trail_breakpoints,
 )
 from hango.tokens.base import Estimator
 
 
 def estimated_sizes(estimator: Estimator) -> SizeOf:
-    """A block's tokens as the estimator counts its JSON, counted once per block object.
+    """A block's tokens as the estimator counts its JSON (markers left out).
 
-    Remembered by identity for as long as the block lives (a session's requests resend
-    the same block objects call after call), never by text: a text memo kept every block
-    of a long replay alive.
+    Nothing is remembered: the meter sizes only the blocks of the messages that changed
+    since the previous request (:class:`CacheMeter`).
     """
-    known: IdentityCache[WireBlock, int] = IdentityCache()
-
-    def count(block: WireBlock) -> int:
-        data = {k: v for k, v in block.to_api().items() if k != "cache_control"}
-        return estimator.estimate(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
 
     def size_of(block: WireBlock) -> int:
-        return known.get(block, count)
+        data = {k: v for k, v in block.to_api().items() if k != "cache_control"}
+        return estimator.estimate(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
 
     return size_of
 
 
 class CacheMeter:
-    """One session's requests through one simulated cache, and the running totals."""
+    """One session's requests through one simulated cache, and the running totals.
+
+    The blocks of the latest request are kept as a :class:`BlockTrail`. The next request
+    keeps the trail's groups up to the first message that differs from the previous
+    request's (:func:`first_difference`, a comparison at C speed of shared objects), and
+    only the messages from there on are sized and hashed: in a session's steady state a
+    few at its end, after a compaction all of them once.
+    """
 
     def __init__(
         self,
@@ -64,7 +68,8 @@ class CacheMeter:
         self.sizes = sizes
         self.cache = PrefixCache.for_profile(profile, ttl_seconds=ttl_seconds)
         self.ledger = CacheLedger()
-        self.keys: BlockKeys = IdentityCache()
+        self.trail = BlockTrail()
+        self._previous: Request | None = None
 
     @property
     def report(self) -> CacheReport:
@@ -72,9 +77,48 @@ class CacheMeter:
 
     def add(self, request: Request, *, now: float | None = None) -> CacheUsage:
         """What ``request`` reads, writes and pays uncached, sent at ``now`` (seconds)."""
-        usage = self.cache.simulate(blocks_from_request(request, self.sizes, self.keys), now=now)
+        keep = self._groups_kept(request)
+        self._previous = None  # until the trail is whole again
+        self.trail.update(keep, request_groups(request, self.sizes, first=keep))
+        self._previous = request
+        marks = trail_breakpoints(self.trail, automatic=automatic_caching(request))
+        usage = self.cache.send(self.trail, marks, now=now)
         self.ledger.add(usage)
         return usage
+
+    def _groups_kept(self, request: Request) -> int:
+        """How many of the trail's groups ``request`` shares with the previous request."""
+        previous = self._previous
+        if previous is None or not _same_fixed_part(previous, request):
+            return 0
+        first = first_difference(previous.messages, request.messages)
+        return 1 + min(first, len(request.messages))
+
+
+def first_difference(old: Sequence[Message], new: Sequence[Message]) -> int:
+    """The first position where ``new`` differs from ``old`` (their common length if none).
+
+    Successive requests of a session share their message objects, so slices compare at C
+    speed (identical objects are equal without a look inside); the difference is found by
+    halving, never by a Python loop over the history.
+    """
+    common = min(len(old), len(new))
+    if tuple(old[:common]) == tuple(new[:common]):
+        return common
+    low, high = 0, common  # old[:low] == new[:low]; the first difference is below high
+    while high - low > 1:
+        middle = (low + high) // 2
+        if tuple(old[low:middle]) == tuple(new[low:middle]):
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _same_fixed_part(one: Request, other: Request) -> bool:
+    return (one.tools is other.tools or one.tools == other.tools) and (
+        one.system is other.system or one.system == other.system
+    )
 
 
 def recorded_report(usages: list[Usage]) -> CacheReport:

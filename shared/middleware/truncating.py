@@ -161,11 +161,12 @@ class Truncating:
                 tokens=tokens,
                 limit=window,
             )
+        count = f"{len(body)} message" + ("" if len(body) == 1 else "s")
         return CannotFitError(
-            f"session {call.session_id} turn {call.turn}: the request needs about {tokens} "
-            f"tokens ({len(body)} messages; the system prompt and tool definitions alone "
-            f"{fixed_tokens}) and nothing more can be evicted or shortened to fit the "
-            f"model's window of {window}; give the model a larger window "
+            f"session {call.session_id} turn {call.turn}: the request needs about {tokens:,} "
+            f"tokens ({count}, and {fixed_tokens:,} for the system prompt and tool "
+            f"definitions) and nothing more can be evicted or shortened to fit the "
+            f"model's window of {window:,}; give the model a larger window "
             "(HANGO_MODEL_PROFILES) or a shorter system prompt",
             tokens=tokens,
             limit=window,

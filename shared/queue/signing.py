@@ -14,13 +14,21 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+
+import redis
 
 from hango.core.errors import ConfigError
 from hango.core.settings import Settings, env_name
 
+log = logging.getLogger(__name__)
+
 SCHEME = "hmac-sha256:"
 MIN_SECRET_CHARS = 32
 SECRET_VARIABLE = env_name("queue_secret")
+# Where a worker publishes, when it starts, a value signed with its secret: an agent that
+# starts with another secret finds out then, not summary by summary.
+PROBE_KEY = "hango:queue:secret-probe"
 
 
 class ResultSigner:
@@ -68,3 +76,47 @@ def signer_from_settings(settings: Settings) -> ResultSigner:
             variable=SECRET_VARIABLE,
         )
     return ResultSigner(secret)
+
+
+def publish_probe(client: redis.Redis, signer: ResultSigner, worker: str) -> None:
+    """The worker's start-up proof of its secret, under :data:`PROBE_KEY`.
+
+    A probe another secret signed is replaced, with a warning: the latest worker to start
+    is the one the agents are checked against. Redis unreachable: a warning, no probe.
+    """
+    try:
+        stored = client.get(PROBE_KEY)
+        if stored is not None and signer.open(PROBE_KEY, _text(stored)) is None:
+            log.warning(
+                "the secret probe on this Redis was signed with another %s: another worker "
+                "(or an earlier one) uses a different secret; replacing it",
+                SECRET_VARIABLE,
+            )
+        client.set(PROBE_KEY, signer.sign(PROBE_KEY, worker))
+    except redis.RedisError as exc:
+        log.warning("could not publish the secret probe (%s)", type(exc).__name__)
+
+
+def check_probe(client: redis.Redis, signer: ResultSigner) -> None:
+    """A :class:`ConfigError` naming :data:`SECRET_VARIABLE` (never the secret) when the
+    workers' probe on this Redis does not verify with ``signer``'s secret.
+
+    No probe yet (no worker started since Redis was emptied) or Redis unreachable: nothing
+    to check now; each result is still checked when it is read.
+    """
+    try:
+        stored = client.get(PROBE_KEY)
+    except redis.RedisError as exc:
+        log.warning("could not read the workers' secret probe (%s)", type(exc).__name__)
+        return
+    if stored is not None and signer.open(PROBE_KEY, _text(stored)) is None:
+        raise ConfigError(
+            f"{SECRET_VARIABLE} differs from the one the workers on this Redis use (their "
+            "start-up probe does not verify with it): every summary they made would be "
+            "refused and made again here; set the same secret on every agent and worker",
+            variable=SECRET_VARIABLE,
+        )
+
+
+def _text(stored: bytes | str) -> str:
+    return stored.decode("utf-8", "replace") if isinstance(stored, bytes) else stored

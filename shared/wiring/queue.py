@@ -11,7 +11,7 @@ from hango.queue.celery_config import check_time_limits, redis_url_of
 from hango.queue.dispatch import CeleryDispatcher, producer_app
 from hango.queue.queued import QueuedOffloader, QueuedSummarizer
 from hango.queue.results import ResultCache
-from hango.queue.signing import signer_from_settings
+from hango.queue.signing import check_probe, signer_from_settings
 from hango.queue.waiting import WaitPolicy
 
 # A Redis that stops answering must not hold a turn for long: the port falls back.
@@ -50,14 +50,17 @@ def make_queued_ports(
 ) -> tuple[QueuedSummarizer, QueuedOffloader]:
     """The queued summarizer and offloader over ``HANGO_REDIS_URL``.
 
-    Nothing is contacted here: an unreachable Redis shows up on the first job, which then
-    falls back. A missing or too short ``HANGO_QUEUE_SECRET`` is a ``ConfigError`` now.
+    A missing or too short ``HANGO_QUEUE_SECRET`` is a ``ConfigError`` now, and so is one
+    that differs from the workers' (their start-up probe in Redis does not verify with
+    it). That one read is all that is contacted here: an unreachable Redis shows up on the
+    first job, which then falls back.
     ``store`` is accepted for symmetry with the in-process ports and unused: the agent
     side sends sequence numbers, the worker reads the messages.
     """
     del store
     check_time_limits(settings)
     cache = result_cache(settings)
+    check_probe(cache.client, cache.signer)
     dispatcher = CeleryDispatcher(producer_app(settings))
     policy = wait_policy(settings)
     summarizer = QueuedSummarizer(

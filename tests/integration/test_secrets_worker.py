@@ -19,22 +19,27 @@ from hango.compaction.jobs import SummaryJob
 from hango.core.messages import Message
 from hango.history.local import LocalHistory
 from hango.providers.scripted import ScriptedProvider, text_reply
+from hango.queue.celery_config import SUMMARIZE_TASK
 from hango.store import Store
 from hango.summarizers.llm import LLMSummarizer
 from hango.summarizers.offload import InlineOffloader
 from hango.wiring.queue import make_queued_ports
 from tests.fakeapi import FakeAnthropicAPI
 from tests.integration.worker_support import (
+    FlowerProcess,
     WorkerProcess,
     claimed_redis_db,
     clear_job_keys,
     queue_settings,
     redis_url,
+    wait_until,
 )
 
 pytestmark = pytest.mark.integration
 
-KEY = "sk-ant-api03-WORKER-SECRET-0123456789abcdef"
+# No word in it: Flower's pages quote Celery's docs ("task-reject-on-worker-lost"), and
+# any 8 characters of the key found anywhere count.
+KEY = "sk-ant-api03-Xq7TbR2mW9vLp4ZcK8sNj5Hd0gYe"
 BRIEFING = "## Goal and user requests\nThe briefing the worker's model wrote, long enough."
 
 
@@ -107,6 +112,8 @@ def test_an_endpoint_quoting_the_key_leaks_it_neither_to_the_worker_log_nor_redi
             fallback_offloader=InlineOffloader(history),
         )
         worker = WorkerProcess(settings, tmp_path / "worker.log", name="secrets", concurrency=1)
+        # Flower watches from before the first task: it lists what the events carried.
+        flower = FlowerProcess(settings, tmp_path / "flower.log").start()
         worker.start()
         try:
             clear_job_keys(client)
@@ -119,8 +126,10 @@ def test_an_endpoint_quoting_the_key_leaks_it_neither_to_the_worker_log_nor_redi
             api.echo_credentials_next(1, 401, endpoint="/v1/messages", form="upper")
             refused = summarizer.summarize(_job(pg_store, "s-refused"))
             log = worker.log_path.read_text()
+            shown = _flower_pages(flower, worker.nodename)
         finally:
             worker.stop()
+            flower.stop()
         sent_key = [r for r in api.message_requests() if KEY in str(r.headers)]
     assert len(sent_key) >= 7, "the worker did not call the endpoint with the key"
     assert failed.fallback_reason is not None and "worker_failed" in failed.fallback_reason
@@ -131,7 +140,32 @@ def test_an_endpoint_quoting_the_key_leaks_it_neither_to_the_worker_log_nor_redi
     assert KEY.upper()[-20:] not in refused.fallback_reason  # what the endpoint sent back
     everything = log + _everything_in(client).decode(errors="replace") + refused.fallback_reason
     assert _fragments_of(KEY, everything) == []
+    assert "request headers" in shown  # Flower shows the failures' (scrubbed) text
+    assert _fragments_of(KEY, shown) == []
     assert len(inline.requests) == 1  # the failed job fell back in the agent process
+
+
+def _flower_pages(flower: FlowerProcess, worker: str) -> str:
+    """Everything Flower serves about the worker and its tasks: API answers and pages."""
+
+    def tasks() -> dict[str, dict[str, object]]:
+        status, listed = flower.get(f"/api/tasks?taskname={SUMMARIZE_TASK}")
+        return listed if status == 200 and isinstance(listed, dict) else {}
+
+    def both_sessions_listed() -> bool:
+        kwargs = str([task.get("kwargs") for task in tasks().values()])
+        return "s-failed" in kwargs and "s-refused" in kwargs
+
+    wait_until(both_sessions_listed, 30, "flower never listed both summarize tasks")
+    paths = ["/api/tasks", "/api/workers", "/tasks", "/workers", f"/worker/{worker}"]
+    order = "order%5B0%5D%5Bcolumn%5D=0&columns%5B0%5D%5Bdata%5D=name&order%5B0%5D%5Bdir%5D=asc"
+    paths.append(f"/tasks/datatable?draw=1&start=0&length=100&search%5Bvalue%5D=&{order}")
+    for task_id in tasks():
+        paths += [f"/api/task/info/{task_id}", f"/task/{task_id}"]
+    pages = {path: flower.get_text(path) for path in paths}
+    refused = {path: status for path, (status, _) in pages.items() if status != 200}
+    assert not refused, refused
+    return "\n".join(text for _, text in pages.values())
 
 
 def _fragments_of(key: str, text: str) -> list[str]:

@@ -416,15 +416,20 @@ class FlowerProcess:
 
     def get(self, path: str, *, auth: bool = True) -> tuple[int, Any]:
         """``(status, parsed JSON body or None)`` of a GET."""
+        status, body = self.get_text(path, auth=auth)
+        return status, json.loads(body or "null") if status == 200 else None
+
+    def get_text(self, path: str, *, auth: bool = True) -> tuple[int, str]:
+        """``(status, body as text)`` of a GET: a page or an API answer, as served."""
         request = urllib.request.Request(self.base_url + path)
         if auth:
             token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
             request.add_header("Authorization", f"Basic {token}")
         try:
             with urllib.request.urlopen(request, timeout=10) as reply:
-                return reply.status, json.loads(reply.read() or b"null")
+                return reply.status, reply.read().decode(errors="replace")
         except urllib.error.HTTPError as error:
-            return error.code, None
+            return error.code, ""
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

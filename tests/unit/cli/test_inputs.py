@@ -121,3 +121,28 @@ def test_the_replay_limit_is_a_setting_with_a_default() -> None:
     from hango.core.settings import load_settings
 
     assert load_settings().replay_max_bytes == 64 * 1024 * 1024
+
+
+@pytest.mark.parametrize("later", [False, True], ids=["first-turn", "after-a-turn"])
+def test_a_user_message_larger_than_the_window_is_reported_with_its_true_size(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, later: bool
+) -> None:
+    """A 3 MB user message (over a million characters: the estimator's heuristic path, as
+    for the 60 MB message of issue 26) on an 8,000-token window: the error gives the
+    request's size as the estimator measures that message, whole and readable (before,
+    the line was cut inside its parentheses: "(1 messages (raise ...")."""
+    from hango.tokens import make_estimator
+
+    huge = "x" * 3_000_000
+    earlier = GOOD["messages"] if later else []
+    body = {"messages": [*earlier, {"role": "user", "content": huge}, GOOD["messages"][1]]}
+    transcript = write(tmp_path / "huge.json", body)
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    code = main(["replay", str(transcript), "--max-input-tokens", "8000", "--database-url", db])
+    err = capsys.readouterr().err
+    assert code != 0 and err.count("\n") == 1, err
+    figure = int(err.split("needs about ")[1].split(" tokens")[0].replace(",", ""))
+    message = make_estimator("tiktoken").estimate(huge)
+    assert message <= figure <= message + 2_000, err  # the message, framing, system prompt
+    assert "window of 8,000" in err and "--max-input-tokens" in err
+    assert err.count("(") == err.count(")") and "1 messages" not in err, err
