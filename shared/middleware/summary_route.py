@@ -33,7 +33,7 @@ from hango.compaction.route import (
     expected_range_cost,
     usage_cost,
 )
-from hango.compaction.summary_prompt import build_summary_request
+from hango.compaction.summary_prompt import SUMMARY_SYSTEM_PROMPT
 from hango.core.deadline import CallAbandoned, call_within
 from hango.core.identity import RecentlyUsed
 from hango.core.messages import Request
@@ -44,6 +44,7 @@ from hango.middleware.pacing import Clock
 from hango.providers.base import Provider
 from hango.summarizers.llm import DEFAULT_SUMMARY_MAX_TOKENS, summary_text
 from hango.tokens.base import Estimator
+from hango.tokens.measure import RequestEstimate
 
 log = logging.getLogger("hango.middleware.summarization")
 
@@ -152,6 +153,8 @@ class SummaryRouter:
     ) -> None:
         self.prices = prices
         self.estimator = estimator
+        self.estimate = RequestEstimate(estimator)
+        self._prompt = estimator.estimate(SUMMARY_SYSTEM_PROMPT)
         self.sent = sent
         self.prefix = prefix
         self.caches = caches
@@ -174,10 +177,11 @@ class SummaryRouter:
 
     def _choose(self, call: ModelCall, job: SummaryJob, boundary: int, room: int) -> _Choice:
         output = min(room, DEFAULT_SUMMARY_MAX_TOKENS)
-        rendered = build_summary_request(job, model=job.model, max_tokens=output)
-        by_range = expected_range_cost(
-            self.estimator.estimate_request(rendered), output, self.prices.summarizer
-        )
+        # The range's size from the copy's running per-message estimates (the messages
+        # before the cut, the previous summary included, as the range prompt carries
+        # them), not from rendering and tokenizing the whole prompt just to price it.
+        evicted = self.estimate.split(call.request, boundary)[1]
+        by_range = expected_range_cost(self._prompt + evicted, output, self.prices.summarizer)
         if self.setting == "range":
             return _Choice("range", "HANGO_SUMMARY_ROUTE=range", None, by_range)
         closed, sent, kept = self._open(call, boundary)
