@@ -98,13 +98,13 @@ def summary_record(
 
 
 def stored_before(call: ModelCall, kept_from_seq: int) -> tuple[StoredMessage, ...]:
-    return tuple(call.stored[: _stored_index(call, kept_from_seq)])
+    return tuple(call.stored[: _index_of(call.stored, kept_from_seq)])
 
 
-def _stored_index(call: ModelCall, seq: int) -> int:
-    """The index in ``call.stored`` (in sequence order) of the first message at or after
+def _index_of(stored: Sequence[StoredMessage], seq: int) -> int:
+    """The index in ``stored`` (in sequence order) of the first message at or after
     ``seq``: a binary search, so a cut tried many times costs no walk of the history."""
-    return bisect.bisect_left(call.stored, seq, key=_seq_of)
+    return bisect.bisect_left(stored, seq, key=_seq_of)
 
 
 def _seq_of(stored: StoredMessage) -> int:
@@ -121,20 +121,23 @@ class ArtifactPrefixes:
         self._found: list[list[str]] = []
 
     def before(self, kept_from_seq: int) -> tuple[str, ...]:
-        count = bisect.bisect_left(self.stored, kept_from_seq, key=_seq_of)
+        count = _index_of(self.stored, kept_from_seq)
         for stored in self.stored[len(self._found) : count]:
             self._found.append(artifact_index((stored,)))
-        known = dict.fromkeys(self.previous.artifacts if self.previous else ())
-        for found in self._found[:count]:
-            known.update(dict.fromkeys(found))
-        return tuple(known)[-MAX_ARTIFACTS:]
+        return _merged(self.previous, self._found[:count])
 
 
 def merge_artifacts(
     previous: CompactionRecord | None, evicted: Sequence[StoredMessage]
 ) -> tuple[str, ...]:
+    return _merged(previous, [artifact_index(evicted)])
+
+
+def _merged(previous: CompactionRecord | None, found: Sequence[list[str]]) -> tuple[str, ...]:
+    """The previous record's artifacts, then each newly found one, in order, once."""
     known = dict.fromkeys(previous.artifacts if previous else ())
-    known.update(dict.fromkeys(artifact_index(evicted)))
+    for artifacts in found:
+        known.update(dict.fromkeys(artifacts))
     # The newest ones matter most, and the index must not grow without bound.
     return tuple(known)[-MAX_ARTIFACTS:]
 
@@ -144,7 +147,7 @@ def apply_record(call: ModelCall, record: CompactionRecord, boundary: int) -> Mo
     head = head_message(record)
     messages = (head, *call.request.messages[boundary:])
     seqs = (None, *call.seqs[boundary:])
-    stored = tuple(call.stored[_stored_index(call, record.kept_from_seq) :])
+    stored = tuple(call.stored[_index_of(call.stored, record.kept_from_seq) :])
     request = call.request.model_copy(update={"messages": messages})
     return call.evolve(request=request, seqs=seqs, stored=stored)
 
