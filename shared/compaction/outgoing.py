@@ -298,11 +298,14 @@ class OutgoingCopy:
         return self._forms[index]
 
     def _refresh_range(self, low: int, high: int) -> None:
+        changed = False
         for index in range(low, high):
             form = self._form_at(index)
             if form is not self._sent[index]:  # most messages have nothing to truncate
                 self._put(index, form)
-        self.version += 1
+                changed = True
+        if changed:  # else the views handed out still hold: nobody redoes anything
+            self.version += 1
 
     def _refresh_below(self, cut: int) -> None:
         self._refresh_range(0, min(cut, len(self._sent)))
