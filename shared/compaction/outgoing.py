@@ -20,6 +20,7 @@ after a restart or after any check that failed), never a second copy of the rule
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import threading
 from collections import Counter
@@ -155,7 +156,8 @@ class OutgoingCopy:
             if cut != self._cut:
                 low, high = sorted((cut, self._cut))
                 self._cut = cut
-                self._refresh_range(low, high)
+                self._reach(high)
+                self._refresh_truncated(low, high)
             return self._current()
 
     def truncation_gain(self, start: int, end: int, truncate: Truncate) -> tuple[int, int]:
@@ -222,6 +224,9 @@ class OutgoingCopy:
         self._cut = 0
         self._truncate = None
         self._forms: list[Message] = []
+        # The positions whose truncated form is another message, ascending: the only ones a
+        # move of the cut changes (most messages have nothing to truncate).
+        self._shortened: list[int] = []
         self._cut_blocks, self._cut_saved = Sums(), Sums()
         self._sent: list[Message] = []
         self._json: list[bytes] = []
@@ -307,6 +312,17 @@ class OutgoingCopy:
         if changed:  # else the views handed out still hold: nobody redoes anything
             self.version += 1
 
+    def _refresh_truncated(self, low: int, high: int) -> None:
+        """Send the right form at the positions of ``[low, high)`` truncation shortens, the
+        only ones whose form a move of the cut over that range changes."""
+        shortened = self._shortened
+        first = bisect.bisect_left(shortened, low)
+        last = bisect.bisect_left(shortened, high, lo=first)
+        for index in shortened[first:last]:
+            self._put(index, self._form_at(index))
+        if last > first:  # else the views handed out still hold: nobody redoes anything
+            self.version += 1
+
     def _refresh_below(self, cut: int) -> None:
         self._refresh_range(0, min(cut, len(self._sent)))
 
@@ -318,11 +334,14 @@ class OutgoingCopy:
         for index in range(len(self._forms), min(end, len(self._repaired))):
             form, blocks, saved = truncate(self._repaired[index])
             self._forms.append(form)
+            if form is not self._repaired[index]:
+                self._shortened.append(index)
             self._cut_blocks.put(index, blocks)
             self._cut_saved.put(index, saved)
 
     def _forget_forms(self, start: int) -> None:
         del self._forms[start:]
+        del self._shortened[bisect.bisect_left(self._shortened, start) :]
         self._cut_blocks.cut(start)
         self._cut_saved.cut(start)
 
