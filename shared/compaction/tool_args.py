@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from hango.core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
-from hango.tokens.base import Estimator
+from hango.tokens.base import BoundsTokens, Estimator
+from hango.tokens.heuristic import utf8_length
 
 DEFAULT_PREVIEW_CHARS = 200
 """Characters kept from a truncated argument string, and from each end of a tool result."""
@@ -97,6 +98,30 @@ class _Cutter:
         )
 
 
+@dataclass(frozen=True)
+class _Budget:
+    """The tokens one tool block may take before it is shortened, and how to tell."""
+
+    max_tokens: int
+    estimator: Estimator
+    # The estimator's bound on a text's estimate from its UTF-8 length, when it has one.
+    most_tokens: Callable[[int], int | None] | None
+
+    @classmethod
+    def of(cls, max_tokens: int, estimator: Estimator) -> _Budget:
+        bound = estimator.most_tokens if isinstance(estimator, BoundsTokens) else None
+        return cls(max_tokens, estimator, bound)
+
+    def fits(self, text: str) -> bool:
+        """``estimator.estimate(text) <= max_tokens``, without counting ``text`` when its
+        length alone bounds the estimate under the budget (most tool blocks are short)."""
+        if self.most_tokens is not None:
+            most = self.most_tokens(utf8_length(text))
+            if most is not None and most <= self.max_tokens:
+                return True
+        return self.estimator.estimate(text) <= self.max_tokens
+
+
 def truncate_tool_args(
     messages: tuple[Message, ...],
     *,
@@ -126,10 +151,9 @@ def truncate_tool_args(
         raise ValueError(f"preview_chars must be >= 0, got {preview_chars}")
     shortened = list(messages)
     count = 0
+    budget = _Budget.of(max_tokens, estimator)
     for index in range(min(protect_from, len(messages))):
-        message, blocks_cut = _truncate_message(
-            messages[index], max_tokens, estimator, offloaded, preview_chars
-        )
+        message, blocks_cut = _truncate_message(messages[index], budget, offloaded, preview_chars)
         if blocks_cut:
             shortened[index] = message
             count += blocks_cut
@@ -151,11 +175,10 @@ class Truncation:
         self.max_tokens = max_tokens
         self.estimator = estimator
         self.preview_chars = preview_chars
+        self._budget = _Budget.of(max_tokens, estimator)
 
     def __call__(self, message: Message) -> tuple[Message, int, int]:
-        form, blocks = _truncate_message(
-            message, self.max_tokens, self.estimator, _NO_PATHS, self.preview_chars
-        )
+        form, blocks = _truncate_message(message, self._budget, _NO_PATHS, self.preview_chars)
         if not blocks:
             return message, 0, 0
         estimate = self.estimator.estimate_message
@@ -163,11 +186,7 @@ class Truncation:
 
 
 def _truncate_message(
-    message: Message,
-    max_tokens: int,
-    estimator: Estimator,
-    offloaded: Mapping[str, str],
-    preview_chars: int,
+    message: Message, budget: _Budget, offloaded: Mapping[str, str], preview_chars: int
 ) -> tuple[Message, int]:
     if isinstance(message.content, str):
         return message, 0
@@ -176,11 +195,11 @@ def _truncate_message(
     for block in message.content:
         replacement: ContentBlock | None = None
         if isinstance(block, ToolUseBlock):
-            cutter = _Cutter(estimator, preview_chars, offloaded.get(block.id))
-            replacement = _truncate_tool_use(block, max_tokens, cutter)
+            cutter = _Cutter(budget.estimator, preview_chars, offloaded.get(block.id))
+            replacement = _truncate_tool_use(block, budget, cutter)
         elif isinstance(block, ToolResultBlock):
-            cutter = _Cutter(estimator, preview_chars, offloaded.get(block.tool_use_id))
-            replacement = _truncate_tool_result(block, max_tokens, cutter)
+            cutter = _Cutter(budget.estimator, preview_chars, offloaded.get(block.tool_use_id))
+            replacement = _truncate_tool_result(block, budget, cutter)
         if replacement is None:
             blocks.append(block)
         else:
@@ -192,14 +211,14 @@ def _truncate_message(
 
 
 def _truncate_tool_use(
-    block: ToolUseBlock, max_tokens: int, cutter: _Cutter
+    block: ToolUseBlock, budget: _Budget, cutter: _Cutter
 ) -> ToolUseBlock | None:
     """A copy of ``block`` with a shortened input, or ``None`` when it is within budget."""
     original: Any = block.input
-    if cutter.estimator.estimate(_dumps(original)) <= max_tokens:
+    if budget.fits(_dumps(original)):
         return None
     shortened = _shorten_strings(original, cutter)
-    if cutter.estimator.estimate(_dumps(shortened)) > max_tokens:
+    if not budget.fits(_dumps(shortened)):
         shortened = _collapse_values(shortened, cutter)
     if shortened == original:
         return None
@@ -235,11 +254,11 @@ def _collapse_one(value: Any, cutter: _Cutter) -> Any:
 
 
 def _truncate_tool_result(
-    block: ToolResultBlock, max_tokens: int, cutter: _Cutter
+    block: ToolResultBlock, budget: _Budget, cutter: _Cutter
 ) -> ToolResultBlock | None:
     """A copy of ``block`` with shortened text, or ``None`` when it is within budget."""
     content = block.content
-    if content is None or cutter.estimator.estimate(block.text()) <= max_tokens:
+    if content is None or budget.fits(block.text()):
         return None
     if isinstance(content, str):
         new_content: str | tuple[Any, ...] = cutter.head_and_tail(content)

@@ -67,8 +67,17 @@ FRAMING_VERSION = 1
 class FramedEstimator:
     """An :class:`~hango.tokens.base.Estimator` made of a text counter plus API framing."""
 
-    def __init__(self, name: str, count_text: TextCounter, calibration: str = "") -> None:
+    def __init__(
+        self,
+        name: str,
+        count_text: TextCounter,
+        calibration: str = "",
+        most_text_tokens: Callable[[int], float] | None = None,
+    ) -> None:
+        """``most_text_tokens``: an upper bound on ``count_text`` of any text by its UTF-8
+        length, when the counter has one (see :meth:`most_tokens`)."""
         self.name = name
+        self._most_text_tokens = most_text_tokens
         # What a stored per-message figure must match to be reused (see KeepsEstimates).
         parts = (name, calibration, f"framing-{FRAMING_VERSION}")
         self.signature = "/".join(part for part in parts if part)
@@ -82,6 +91,13 @@ class FramedEstimator:
 
     def estimate(self, text: str) -> int:
         return _round_up(self._count_text(text)) if text else 0
+
+    def most_tokens(self, utf8_bytes: int) -> int | None:
+        """An upper bound on :meth:`estimate` of every text of ``utf8_bytes`` UTF-8 bytes
+        (``None``: the text counter gives none). It answers "is this text within N tokens?"
+        from the text's length alone when the bound says so, without counting the text."""
+        bound = self._most_text_tokens
+        return None if bound is None else _round_up(bound(utf8_bytes))
 
     def estimate_message(self, message: Message) -> int:
         return self._messages.get(message, self._message_tokens)

@@ -7,9 +7,18 @@ import re
 
 import pytest
 
-from hango.compaction.tool_args import TRUNCATION_MARKER, truncate_tool_args
+from hango.compaction.tool_args import TRUNCATION_MARKER, Truncation, truncate_tool_args
 from hango.compaction.validate import validate_messages
-from hango.core.messages import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from hango.core.messages import (
+    ImageBlock,
+    Message,
+    Request,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from hango.tokens import make_estimator
+from hango.tokens.base import BoundsTokens, Estimator
 from tests.histories import (
     TINY_PNG,
     CharEstimator,
@@ -301,3 +310,92 @@ class CountingEstimator(CharEstimator):
     def estimate(self, text: str) -> int:
         self.calls += 1
         return super().estimate(text)
+
+
+# --- the length bound: a block whose UTF-8 length bounds it under the budget is not counted --
+
+
+class Unbounded:
+    """The estimator it wraps, without its length bound: every block is counted."""
+
+    def __init__(self, inner: Estimator) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.counted: list[str] = []
+
+    def estimate(self, text: str) -> int:
+        self.counted.append(text)
+        return self.inner.estimate(text)
+
+    def estimate_message(self, message: Message) -> int:
+        return self.inner.estimate_message(message)
+
+    def estimate_request(self, request: Request) -> int:
+        return self.inner.estimate_request(request)
+
+
+class Bounded(Unbounded):
+    def most_tokens(self, utf8_bytes: int) -> int | None:
+        bound = self.inner.most_tokens if isinstance(self.inner, BoundsTokens) else None
+        return None if bound is None else bound(utf8_bytes)
+
+
+def mixed_history() -> tuple[Message, ...]:
+    """Tool blocks around every budget below: ASCII, CJK (3 bytes a character), emoji,
+    nested inputs, a non-dict input and multi-part results."""
+    odd = ToolUseBlock.model_construct(
+        id="toolu_odd",
+        name="bash",
+        input="}{" * 900,
+        type="tool_use",  # type: ignore[arg-type]
+    )
+    parts = (TextBlock(text="日志" * 300), TextBlock(text="ok " * 400))
+    return (
+        user("go"),
+        calls(call("toolu_a", content="x" * 1_500), call("toolu_b", content="模型" * 700)),
+        results(result("toolu_a", "y" * 6_000), result("toolu_b", "🙂" * 900)),
+        calls(call("toolu_c", nested={"deep": ["z" * 2_500, {"k": "窗口" * 400}]})),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="toolu_c", content=parts),)),
+        Message.model_construct(role="assistant", content=(odd,)),
+        results(result("toolu_odd", "done")),
+        calls(call("toolu_r")),
+        results(result("toolu_r")),
+    )
+
+
+@pytest.mark.parametrize("kind", ["tiktoken", "heuristic"])
+@pytest.mark.parametrize("max_tokens", [0, 50, 300, 700, 1_000, 2_000, 5_000])
+def test_the_length_bound_changes_nothing_but_what_is_counted(kind: str, max_tokens: int) -> None:
+    estimator = make_estimator(kind)  # type: ignore[arg-type]
+    messages = mixed_history()
+    counted, bounded = Unbounded(estimator), Bounded(estimator)
+    expected = truncate_tool_args(
+        messages, protect_from=7, max_tokens=max_tokens, estimator=counted
+    )
+    found = truncate_tool_args(messages, protect_from=7, max_tokens=max_tokens, estimator=bounded)
+    assert found == expected
+    assert len(bounded.counted) <= len(counted.counted)
+    truncation = Truncation(max_tokens=max_tokens, estimator=Bounded(estimator))
+    plain = Truncation(max_tokens=max_tokens, estimator=Unbounded(estimator))
+    assert [truncation(m) for m in messages] == [plain(m) for m in messages]
+
+
+def test_a_short_block_is_not_counted() -> None:
+    estimator = Bounded(make_estimator("tiktoken"))
+    messages = mixed_history()
+    truncate_tool_args(messages, protect_from=7, max_tokens=2_000, estimator=estimator)
+    # The 1.5k-character input and the 900-emoji result (3.6k bytes: not bounded) ...
+    assert not any(text == "x" * 1_500 for text in estimator.counted)
+    assert "🙂" * 900 in estimator.counted
+
+
+def test_the_bound_is_by_bytes_so_non_latin_text_over_budget_is_still_cut() -> None:
+    # 700 characters of CJK: 770 tokens by characters x 1.11 would be "within 800"; its
+    # 2,100 bytes are not, so it is counted (about 1.1k tokens here) and cut.
+    estimator = Bounded(make_estimator("tiktoken"))
+    text = "模型上下文窗口" * 100
+    assert estimator.inner.estimate(text) > 800
+    messages = (user("go"), calls(call("toolu_a")), results(result("toolu_a", text)), user("next"))
+    truncated = truncate_tool_args(messages, protect_from=3, max_tokens=800, estimator=estimator)
+    assert truncated.truncated == 1
+    assert text in estimator.counted

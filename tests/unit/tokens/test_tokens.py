@@ -400,3 +400,44 @@ def test_large_texts_are_not_memoized_and_small_ones_are() -> None:
 def test_the_heuristic_measures_non_ascii_text_by_slices_exactly() -> None:
     text = "naïve 日本語 🙂 " * 200_000
     assert utf8_length(text) == len(text.encode("utf-8"))
+
+
+# --- the bound from a text's UTF-8 length ---------------------------------------------------
+
+# Texts where a token per character, or fewer bytes than characters would suggest, is likely:
+# punctuation runs, digits, CJK, emoji (astral), lone surrogates, control characters.
+BOUND_TEXTS = (
+    "",
+    "a",
+    "hello world",
+    "}{][" * 500,
+    "".join(chr(33 + (i * 7919) % 94) for i in range(3_000)),
+    "0123456789" * 300,
+    "模型上下文窗口" * 400,
+    "🙂🚀" * 500,
+    "\ud800x\udfff" * 300,
+    "\x00\x01\x1f\t\n" * 400,
+    '{"path": "src/a.py", "content": "' + "def f(x):\n    return x\n" * 200 + '"}',
+)
+
+
+@pytest.mark.parametrize("kind", ["tiktoken", "heuristic"])
+@pytest.mark.parametrize("text", BOUND_TEXTS, ids=range(len(BOUND_TEXTS)))
+def test_most_tokens_bounds_the_estimate_of_every_text_of_that_length(kind: str, text: str) -> None:
+    estimator = make_estimator(kind)  # type: ignore[arg-type]
+    assert isinstance(estimator, FramedEstimator)
+    most = estimator.most_tokens(utf8_length(text))
+    assert most is not None
+    assert estimator.estimate(text) <= most
+
+
+def test_the_tiktoken_bound_is_one_calibrated_token_per_byte() -> None:
+    estimator = make_estimator("tiktoken")
+    assert isinstance(estimator, FramedEstimator)
+    text = "x" * 3_000
+    assert estimator.most_tokens(len(text)) == math.ceil(len(text) * 1.11 - 1e-9)
+
+
+def test_a_counter_without_a_bound_gives_none() -> None:
+    estimator = FramedEstimator("chars", CountingTextCounter())
+    assert estimator.most_tokens(10) is None
