@@ -85,8 +85,8 @@ class TiktokenEstimator(FramedEstimator):
 def most_cl100k_tokens(utf8_bytes: int) -> float:
     """At most one cl100k token per UTF-8 byte, calibrated: cl100k is a byte-level BPE
     whose every token stands for at least one byte of the text (tiktoken replaces a lone
-    surrogate by U+FFFD, three bytes, as many as :func:`~hango.tokens.heuristic.utf8_length` counts). A
-    text past ``LARGE_TEXT_CHARS`` is counted by the heuristic, well under this."""
+    surrogate by U+FFFD, three bytes, as many as ``utf8_length`` counts for it). A text
+    past ``LARGE_TEXT_CHARS`` is counted by the heuristic, well under this."""
     return utf8_bytes * CLAUDE_TOKENS_PER_CL100K
 
 
