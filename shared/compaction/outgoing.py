@@ -24,7 +24,7 @@ import bisect
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from hango.compaction.repair import UsedIds, joined, repair_message
 from hango.compaction.validate import (
@@ -185,6 +185,23 @@ class OutgoingCopy:
     def json_parts(self, version: int) -> list[bytes] | None:
         with self._lock:
             return list(self._json) if version == self.version else None
+
+    def marked_view(self, version: int, marks: Mapping[int, Message]) -> SentMessages | None:
+        with self._lock:
+            if version != self.version:
+                return None
+            sent = self._sent
+            originals = {index: sent[index] for index in marks}
+            # The marked forms stand in the copy's list only while the view is built from
+            # it, under the lock: a list makes a tuple in two copies, the view's own list
+            # would take three (to a list, to a tuple, to the view).
+            try:
+                for index, message in marks.items():
+                    sent[index] = message
+                return SentMessages(sent, self, version, marks, originals)
+            finally:
+                for index, message in originals.items():
+                    sent[index] = message
 
     def token_sums(self, estimator: object, split: int, version: int) -> tuple[int, int] | None:
         with self._lock:

@@ -41,6 +41,11 @@ class CopySource(Protocol):
         (``None``: the copy keeps another estimator's figures, or none, or has moved on)."""
         ...
 
+    def marked_view(self, version: int, marks: Mapping[int, Message]) -> SentMessages | None:
+        """The copy's messages with those at ``marks``' positions replaced (``None``: the
+        copy is no longer at ``version``)."""
+        ...
+
 
 class SentMessages(tuple["Message", ...]):
     """Messages made by a copy at one of its versions, with the positions marked since."""
@@ -73,6 +78,11 @@ class SentMessages(tuple["Message", ...]):
     def with_marks(self, marked: Mapping[int, Message]) -> SentMessages:
         """These messages with the ones at ``marked``'s positions replaced by their marked
         forms (the same message with ``cache_control`` on some blocks)."""
+        if self.live():
+            # Built from the copy's own list: one copy of the history fewer than from here.
+            made = self.source.marked_view(self.version, {**self.marks, **marked})
+            if made is not None:
+                return made
         items = list(self)
         originals = dict(self.originals)
         for index, message in marked.items():

@@ -173,3 +173,29 @@ def test_a_grown_copy_reuses_the_repaired_messages() -> None:
     assert first.live() is False and second.live()
     assert all(a is b for a, b in zip(first, second, strict=False))
     assert len(second) == 3
+
+
+def test_a_marked_view_is_built_from_the_copy_and_leaves_the_copy_as_it_was() -> None:
+    history = (*LARGE, user("again"), calls(call("toolu_z")), results(result("toolu_z")))
+    stored = [StoredMessage(seq=n + 1, turn=n, message=m) for n, m in enumerate(history)]
+    copy = OutgoingCopy(ESTIMATOR)
+    view, _ = copy.update(stored)
+    plain = tuple(view)
+    last, first = len(view) - 1, 0
+    marks = {last: marked(view[last]), first: marked(view[first])}
+    once = view.with_marks({last: marks[last]})
+    twice = once.with_marks({first: marks[first]})
+    assert twice == tuple(marks.get(n, m) for n, m in enumerate(plain))
+    assert twice.originals == {last: plain[last], first: plain[first]}
+    assert twice.marks == marks and twice.live()
+    # The copy's own messages are unmarked: its next view is the plain one.
+    assert copy.update(stored)[0] == plain
+    assert Request.model_validate(
+        BASE.model_copy(update={"messages": twice}).to_api()
+    ).to_api() == (BASE.model_copy(update={"messages": twice}).api_body())
+    # A view of a version the copy has left is marked from its own elements.
+    stored.append(StoredMessage(seq=len(stored) + 1, turn=9, message=user("more")))
+    copy.update(stored)
+    stale = view.with_marks({last: marks[last]})
+    assert not stale.live()
+    assert stale == tuple(marks[last] if n == last else m for n, m in enumerate(plain))
