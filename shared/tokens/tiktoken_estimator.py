@@ -73,7 +73,12 @@ DEFAULT_ENCODINGS = EncodingSource(load_offline_cl100k)
 
 
 class TiktokenEstimator(FramedEstimator):
-    """cl100k counts x 1.11 plus the shared request framing."""
+    """cl100k counts x 1.11 plus the shared request framing.
+
+    ``encoding`` is cl100k (or another byte-level BPE): the bound on a text's estimate by
+    its UTF-8 length (:func:`most_cl100k_tokens`) holds only for an encoding that never
+    makes a token of less than a byte.
+    """
 
     def __init__(self, encoding: TokenEncoding) -> None:
         calibration = f"{ENCODING_NAME}*{CLAUDE_TOKENS_PER_CL100K}"
