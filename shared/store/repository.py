@@ -395,14 +395,13 @@ class Store:
             query = query.where(messages.c.seq >= from_seq)
         if to_seq is not None:
             query = query.where(messages.c.seq <= to_seq)
+        # Row by row from the cursor, not all rows first: each row dies as its message is
+        # made, instead of ten thousand of them living through the collector's passes.
         with self.engine.connect() as conn:
-            rows = conn.execute(query.order_by(messages.c.seq)).all()
-        return [
-            StoredMessage(
-                seq=row.seq, turn=row.turn, message=Message.model_validate_json(row.content)
-            )
-            for row in rows
-        ]
+            return [
+                StoredMessage(seq=seq, turn=turn, message=Message.model_validate_json(content))
+                for seq, turn, content in conn.execute(query.order_by(messages.c.seq))
+            ]
 
     @once_more_on_disconnect
     def last_seq(self, session_id: str) -> int:
