@@ -285,7 +285,8 @@ _COMMAND_KEYS = frozenset({"command", "cmd", "script"})
 _URL = re.compile(r"https?://[^\s'\"<>`)\]]+")
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.@+%=-]+(?:/[\w.@+%=-]*)*|[\w.@+%=-]+(?:/[\w.@+%=-]+)+")
 _PATH_TOKEN = re.compile(rf"(?<![\w/.~@+%=-])(?:{_PATH.pattern})")
-_OFFLOADED = re.compile(r"/large_tool_results/[\w.-]+(?:/[\w.-]+)?")
+_OFFLOADED_DIR = "/large_tool_results/"
+_OFFLOADED = re.compile(rf"{_OFFLOADED_DIR}[\w.-]+(?:/[\w.-]+)?")
 _TRAILING = ".,;:'\""
 # Redirection targets in command lines, not artifacts of the work.
 _NOT_ARTIFACTS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
@@ -302,26 +303,31 @@ def artifact_index(evicted: Sequence[StoredMessage]) -> list[str]:
     for stored in evicted:
         for block in stored.message.blocks():
             if isinstance(block, ToolUseBlock):
-                found.update(dict.fromkeys(_artifacts_in(block.input)))
+                _collect_artifacts(block.input, "", found)
             elif isinstance(block, ToolResultBlock):
-                found.update(dict.fromkeys(_OFFLOADED.findall(block.text())))
+                text = block.text()
+                # A substring search first: most results name no offloaded result, and the
+                # expression would scan each of them through.
+                if _OFFLOADED_DIR in text:
+                    found.update(dict.fromkeys(_OFFLOADED.findall(text)))
     return list(found)
 
 
-def _artifacts_in(value: Any, key: str = "") -> Iterator[str]:
+def _collect_artifacts(value: Any, key: str, found: dict[str, None]) -> None:
+    """Adds the artifacts of a tool input ``value`` (under ``key``) to ``found``, in order."""
     if isinstance(value, dict):
         for child_key, child in value.items():
-            yield from _artifacts_in(child, str(child_key).lower())
+            _collect_artifacts(child, str(child_key).lower(), found)
     elif isinstance(value, list):
         for item in value:
-            yield from _artifacts_in(item, key)
+            _collect_artifacts(item, key, found)
     elif isinstance(value, str):
-        yield from _artifacts_in_text(value, key)
+        found.update(dict.fromkeys(_artifacts_in_text(value, key)))
 
 
 def _artifacts_in_text(text: str, key: str) -> Iterator[str]:
     value = text.strip()
-    if not value or "\n" in value or len(value) > 1024:
+    if not value or len(value) > 1024 or "\n" in value:
         return
     if key in _PATH_KEYS:
         yield value
