@@ -175,7 +175,7 @@ def render_transcript(
     for cap in _PAYLOAD_CAPS:
         if sizes.at(cap) <= max_chars:
             return _render(pieces, cap)
-    return _drop_middle(_render(pieces, _PAYLOAD_CAPS[-1]), max_chars)
+    return _drop_middle(pieces, _PAYLOAD_CAPS[-1], sizes.at(_PAYLOAD_CAPS[-1]), max_chars)
 
 
 class _Payload(NamedTuple):
@@ -251,13 +251,38 @@ def clip(text: str, cap: int | None) -> str:
     return text[:half] + _CUT_NOTE.format(len(text) - 2 * half) + text[-half:]
 
 
-def _drop_middle(text: str, max_chars: int) -> str:
+def _drop_middle(
+    pieces: list[list[str | _Payload]], cap: int | None, length: int, max_chars: int
+) -> str:
+    """The rendering at ``cap`` (``length`` characters) without its middle: a quarter of
+    the room from its start, the rest from its end.
+
+    Only the messages the two ends reach are rendered: a long evicted range (thousands of
+    messages) keeps a few hundred kilobytes of its rendering.
+    """
     note = "\n\n[... {} characters of the transcript omitted here to fit the bound ...]\n\n"
-    room = max(0, max_chars - len(note.format(len(text))))
+    room = max(0, max_chars - len(note.format(length)))
     head = room // 4
     tail = room - head
-    omitted = len(text) - head - tail
-    return text[:head] + note.format(omitted) + (text[-tail:] if tail else "")
+    omitted = length - head - tail
+    start = _rendered_end(pieces, cap, head)[:head]
+    end = _rendered_end(pieces[::-1], cap, tail, reverse=True)[-tail:] if tail else ""
+    return start + note.format(omitted) + end
+
+
+def _rendered_end(
+    pieces: list[list[str | _Payload]], cap: int | None, chars: int, *, reverse: bool = False
+) -> str:
+    """The first messages of ``pieces`` rendered at ``cap`` (in reverse order: their
+    rendering is the end of the whole one), as many as reach ``chars`` characters."""
+    rendered: list[str] = []
+    reached = -2  # no separator before the first message
+    for message in pieces:
+        if reached >= chars:
+            break
+        rendered.append("".join(p if isinstance(p, str) else clip(p.text, cap) for p in message))
+        reached += 2 + len(rendered[-1])
+    return "\n\n".join(rendered[::-1] if reverse else rendered)
 
 
 # --- The artifact index --------------------------------------------------------------

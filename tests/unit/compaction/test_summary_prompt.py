@@ -14,7 +14,6 @@ from hango.compaction.summary_prompt import (
     MAX_LISTED_ARTIFACTS,
     SUMMARY_SECTIONS,
     SUMMARY_SYSTEM_PROMPT,
-    _drop_middle,
     _pieces,
     _render,
     _sizes,
@@ -180,8 +179,19 @@ def test_the_cap_chosen_from_lengths_is_the_first_whose_rendering_fits(
         if len(rendered) <= bound:
             break
     else:
-        rendered = _drop_middle(rendered, bound)
+        rendered = _plain_drop_middle(rendered, bound)
     assert render_transcript(evicted, max_chars=bound) == rendered
+
+
+def _plain_drop_middle(text: str, max_chars: int) -> str:
+    """The whole rendering cut in its middle: a quarter of the room from the start, the
+    rest from the end (what render_transcript makes from only the ends it renders)."""
+    note = "\n\n[... {} characters of the transcript omitted here to fit the bound ...]\n\n"
+    room = max(0, max_chars - len(note.format(len(text))))
+    head = room // 4
+    tail = room - head
+    omitted = len(text) - head - tail
+    return text[:head] + note.format(omitted) + (text[-tail:] if tail else "")
 
 
 # --- the artifact index -----------------------------------------------------------------
