@@ -19,7 +19,11 @@ from hango.core.messages import Message
 
 
 def keep_boundary(
-    messages: Sequence[Message], keep_count: int, *, min_index: int = 1
+    messages: Sequence[Message],
+    keep_count: int,
+    *,
+    min_index: int = 1,
+    starts: Sequence[int] | None = None,
 ) -> int | None:
     """The largest group start in ``[min_index, len(messages) - keep_count]``.
 
@@ -28,14 +32,14 @@ def keep_boundary(
     smallest allowed boundary: 1 by default, so the opening user message of a stored
     history is never the first kept message; pass a previous compaction's boundary to
     only ever move forward. ``None`` means there is no valid boundary in range, so
-    nothing can be evicted.
+    nothing can be evicted. ``starts``: ``group_starts(messages)`` when the caller has it.
     """
     if keep_count < 0:
         raise ValueError(f"keep_count must be >= 0, got {keep_count}")
     if min_index < 0:
         raise ValueError(f"min_index must be >= 0, got {min_index}")
     raw = len(messages) - keep_count
-    starts = group_starts(messages)
+    starts = group_starts(messages) if starts is None else starts
     # Every start is < len(messages), so a kept part is never empty.
     position = bisect_right(starts, raw) - 1
     if position < 0 or starts[position] < min_index:

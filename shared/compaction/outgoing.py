@@ -85,27 +85,32 @@ class _Checks:
     """The two request-wide facts (unique tool ids, breakpoints), kept as running counts."""
 
     def __init__(self) -> None:
-        self.facts: list[tuple[tuple[str, ...], int]] = []
+        # Per position, its tool_use ids and its breakpoints, in two lists: no object per
+        # position beyond the ids' tuple (the empty one for most messages).
+        self.use_ids: list[tuple[str, ...]] = []
+        self.marks: list[int] = []
         self.breakpoints = 0
         self.use_counts: Counter[str] = Counter()
         self.duplicated: set[str] = set()
 
     def put(self, index: int, message: Message) -> None:
-        facts = (tuple(use.id for use in message.tool_uses()), message_breakpoints(message))
-        if index < len(self.facts):
-            self._forget(self.facts[index])
-            self.facts[index] = facts
+        use_ids = tuple(use.id for use in message.tool_uses())
+        marks = message_breakpoints(message)
+        if index < len(self.use_ids):
+            self._forget(self.use_ids[index], self.marks[index])
+            self.use_ids[index], self.marks[index] = use_ids, marks
         else:
-            self.facts.append(facts)
-        self.breakpoints += facts[1]
-        for use_id in facts[0]:
+            self.use_ids.append(use_ids)
+            self.marks.append(marks)
+        self.breakpoints += marks
+        for use_id in use_ids:
             self.use_counts[use_id] += 1
             if self.use_counts[use_id] > 1:
                 self.duplicated.add(use_id)
 
-    def _forget(self, facts: tuple[tuple[str, ...], int]) -> None:
-        self.breakpoints -= facts[1]
-        for use_id in facts[0]:
+    def _forget(self, use_ids: tuple[str, ...], marks: int) -> None:
+        self.breakpoints -= marks
+        for use_id in use_ids:
             self.use_counts[use_id] -= 1
             if self.use_counts[use_id] <= 1:
                 self.duplicated.discard(use_id)

@@ -26,7 +26,6 @@ identity).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 from hango.core.messages import (
@@ -55,14 +54,6 @@ def sendable(messages: Sequence[Message]) -> tuple[Message, ...]:
     return tuple(repaired)
 
 
-@dataclass
-class _Renamed:
-    """What one message of the copy did to ids: the ids it took, its calls' final ids."""
-
-    taken: tuple[str, ...] = ()
-    calls: tuple[str, ...] = ()
-
-
 class UsedIds:
     """The tool_use ids of the copy so far; renames a reused one in the next message.
 
@@ -73,33 +64,38 @@ class UsedIds:
 
     def __init__(self) -> None:
         self._taken: set[str] = set()
-        self._done: list[_Renamed] = []
+        # Per message, the final ids of its calls (the ids it took): an assistant message's
+        # tuple, the empty one for any other. No object per message beyond that tuple: a
+        # restarted session repairs every message it reads at once.
+        self._done: list[tuple[str, ...]] = []
 
     def unique(self, message: Message) -> Message:
-        previous = self._done[-1].calls if self._done else ()
+        previous = self._done[-1] if self._done else ()
+        calls: tuple[str, ...] = ()
         if message.role == "assistant":
-            message, renamed = self._unique_calls(message)
+            message, calls = self._unique_calls(message)
         else:
-            message, renamed = _answer_renamed(message, previous), _Renamed()
-        self._done.append(renamed)
+            message = _answer_renamed(message, previous)
+        self._done.append(calls)
         return message
 
     def drop_last(self) -> None:
         """Forget the last message (the incremental copy redoes it)."""
-        self._taken.difference_update(self._done.pop().taken)
+        self._taken.difference_update(self._done.pop())
 
-    def _unique_calls(self, message: Message) -> tuple[Message, _Renamed]:
+    def _unique_calls(self, message: Message) -> tuple[Message, tuple[str, ...]]:
         uses = tuple(message.tool_uses())
+        if not uses:
+            return message, ()
         final = tuple(self._take(use.id) for use in uses)
-        renamed = _Renamed(taken=final, calls=final)
         if final == tuple(use.id for use in uses):
-            return message, renamed
+            return message, final
         ids = iter(final)
         blocks = tuple(
             block.model_copy(update={"id": next(ids)}) if isinstance(block, ToolUseBlock) else block
             for block in message.blocks()
         )
-        return Message(role=message.role, content=blocks), renamed
+        return Message(role=message.role, content=blocks), final
 
     def _take(self, tool_id: str) -> str:
         chosen, n = tool_id, 2

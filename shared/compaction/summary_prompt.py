@@ -175,7 +175,7 @@ def render_transcript(
     for cap in _PAYLOAD_CAPS:
         if sizes.at(cap) <= max_chars:
             return _render(pieces, cap)
-    return _drop_middle(_render(pieces, _PAYLOAD_CAPS[-1]), max_chars)
+    return _drop_middle(pieces, _PAYLOAD_CAPS[-1], sizes.at(_PAYLOAD_CAPS[-1]), max_chars)
 
 
 class _Payload(NamedTuple):
@@ -251,13 +251,38 @@ def clip(text: str, cap: int | None) -> str:
     return text[:half] + _CUT_NOTE.format(len(text) - 2 * half) + text[-half:]
 
 
-def _drop_middle(text: str, max_chars: int) -> str:
+def _drop_middle(
+    pieces: list[list[str | _Payload]], cap: int | None, length: int, max_chars: int
+) -> str:
+    """The rendering at ``cap`` (``length`` characters) without its middle: a quarter of
+    the room from its start, the rest from its end.
+
+    Only the messages the two ends reach are rendered: a long evicted range (thousands of
+    messages) keeps a few hundred kilobytes of its rendering.
+    """
     note = "\n\n[... {} characters of the transcript omitted here to fit the bound ...]\n\n"
-    room = max(0, max_chars - len(note.format(len(text))))
+    room = max(0, max_chars - len(note.format(length)))
     head = room // 4
     tail = room - head
-    omitted = len(text) - head - tail
-    return text[:head] + note.format(omitted) + (text[-tail:] if tail else "")
+    omitted = length - head - tail
+    start = _rendered_end(pieces, cap, head)[:head]
+    end = _rendered_end(pieces[::-1], cap, tail, reverse=True)[-tail:] if tail else ""
+    return start + note.format(omitted) + end
+
+
+def _rendered_end(
+    pieces: list[list[str | _Payload]], cap: int | None, chars: int, *, reverse: bool = False
+) -> str:
+    """The first messages of ``pieces`` rendered at ``cap`` (in reverse order: their
+    rendering is the end of the whole one), as many as reach ``chars`` characters."""
+    rendered: list[str] = []
+    reached = -2  # no separator before the first message
+    for message in pieces:
+        if reached >= chars:
+            break
+        rendered.append("".join(p if isinstance(p, str) else clip(p.text, cap) for p in message))
+        reached += 2 + len(rendered[-1])
+    return "\n\n".join(rendered[::-1] if reverse else rendered)
 
 
 # --- The artifact index --------------------------------------------------------------
@@ -285,7 +310,8 @@ _COMMAND_KEYS = frozenset({"command", "cmd", "script"})
 _URL = re.compile(r"https?://[^\s'\"<>`)\]]+")
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.@+%=-]+(?:/[\w.@+%=-]*)*|[\w.@+%=-]+(?:/[\w.@+%=-]+)+")
 _PATH_TOKEN = re.compile(rf"(?<![\w/.~@+%=-])(?:{_PATH.pattern})")
-_OFFLOADED = re.compile(r"/large_tool_results/[\w.-]+(?:/[\w.-]+)?")
+_OFFLOADED_DIR = "/large_tool_results/"
+_OFFLOADED = re.compile(rf"{_OFFLOADED_DIR}[\w.-]+(?:/[\w.-]+)?")
 _TRAILING = ".,;:'\""
 # Redirection targets in command lines, not artifacts of the work.
 _NOT_ARTIFACTS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
@@ -302,26 +328,31 @@ def artifact_index(evicted: Sequence[StoredMessage]) -> list[str]:
     for stored in evicted:
         for block in stored.message.blocks():
             if isinstance(block, ToolUseBlock):
-                found.update(dict.fromkeys(_artifacts_in(block.input)))
+                _collect_artifacts(block.input, "", found)
             elif isinstance(block, ToolResultBlock):
-                found.update(dict.fromkeys(_OFFLOADED.findall(block.text())))
+                text = block.text()
+                # A substring search first: most results name no offloaded result, and the
+                # expression would scan each of them through.
+                if _OFFLOADED_DIR in text:
+                    found.update(dict.fromkeys(_OFFLOADED.findall(text)))
     return list(found)
 
 
-def _artifacts_in(value: Any, key: str = "") -> Iterator[str]:
+def _collect_artifacts(value: Any, key: str, found: dict[str, None]) -> None:
+    """Adds the artifacts of a tool input ``value`` (under ``key``) to ``found``, in order."""
     if isinstance(value, dict):
         for child_key, child in value.items():
-            yield from _artifacts_in(child, str(child_key).lower())
+            _collect_artifacts(child, str(child_key).lower(), found)
     elif isinstance(value, list):
         for item in value:
-            yield from _artifacts_in(item, key)
+            _collect_artifacts(item, key, found)
     elif isinstance(value, str):
-        yield from _artifacts_in_text(value, key)
+        found.update(dict.fromkeys(_artifacts_in_text(value, key)))
 
 
 def _artifacts_in_text(text: str, key: str) -> Iterator[str]:
     value = text.strip()
-    if not value or "\n" in value or len(value) > 1024:
+    if not value or len(value) > 1024 or "\n" in value:
         return
     if key in _PATH_KEYS:
         yield value

@@ -136,6 +136,10 @@ def position_violations(
     the ids ``seen_ids`` holds, and adds to, when given)."""
     message = messages[index]
     previous = messages[index - 1] if index > 0 else None
+    if isinstance(message.content, str) and message.content.strip():
+        # Text that is not blank holds no block any other rule looks at (a restarted
+        # session checks every message, most of them plain text or tool rounds).
+        return _alternation(index, message, previous)
     following = messages[index + 1] if index + 1 < len(messages) else None
     violations = _alternation(index, message, previous)
     violations.extend(_empty_content(index, message, is_last=following is None))
@@ -209,6 +213,8 @@ def _duplicate_ids(index: int, message: Message, seen_ids: set[str]) -> list[Vio
 
 
 def _orphan_results(index: int, message: Message, previous: Message | None) -> list[Violation]:
+    if not any(message.tool_results()):
+        return []
     offered = {use.id for use in previous.tool_uses()} if previous is not None else set()
     violations: list[Violation] = []
     answered: set[str] = set()
@@ -262,6 +268,8 @@ def _leading_result_ids(message: Message) -> set[str]:
 
 
 def message_breakpoints(message: Message) -> int:
+    if isinstance(message.content, str):
+        return 0  # a plain string carries no cache_control
     count = 0
     for block in message.blocks():
         count += getattr(block, "cache_control", None) is not None

@@ -7,7 +7,6 @@ is kept by the copy itself (``compaction/outgoing.py``), not here.
 
 from __future__ import annotations
 
-import functools
 import threading
 import weakref
 from collections import OrderedDict
@@ -18,6 +17,21 @@ T = TypeVar("T")
 V = TypeVar("V")
 
 
+class _Entry(weakref.ref):  # type: ignore[type-arg]
+    """A weak reference to an object that carries the object's id and the value for it.
+
+    One object per entry, where a reference with a callback bound to its key plus a
+    (reference, value) pair made three or four: a restarted session puts every message it
+    reads in the estimator's cache at once, and each object that lives on is one more for
+    the cyclic collector to count towards its next full pass and to walk in every one.
+    """
+
+    __slots__ = ("key", "value")
+
+    key: int
+    value: Any
+
+
 class IdentityCache(Generic[T, V]):
     """Memoizes a value per object, by identity, for as long as the object lives.
 
@@ -26,33 +40,37 @@ class IdentityCache(Generic[T, V]):
     """
 
     def __init__(self) -> None:
-        self._entries: dict[int, tuple[weakref.ref[Any], V]] = {}
+        self._entries: dict[int, _Entry] = {}
+        entries = self._entries
+
+        # One callback for every entry, holding the dict, not the cache: a reference
+        # cycle through the cache would wait for the collector to be freed.
+        def forget(entry: _Entry) -> None:
+            if entries.get(entry.key) is entry:
+                del entries[entry.key]
+
+        self._forget = forget
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def get(self, obj: T, compute: Callable[[T], V]) -> V:
         entry = self._entries.get(id(obj))
-        if entry is not None and entry[0]() is obj:
-            return entry[1]
+        if entry is not None and entry() is obj:
+            value: V = entry.value
+            return value
         value = compute(obj)
         self.put(obj, value)
         return value
 
     def put(self, obj: T, value: V) -> None:
         """Remember ``value`` for ``obj`` (not weak-referenceable: not remembered)."""
-        key = id(obj)
         try:
-            ref = weakref.ref(obj, functools.partial(_forget, self._entries, key))
+            entry = _Entry(obj, self._forget)
         except TypeError:
             return
-        self._entries[key] = (ref, value)
-
-
-def _forget(entries: dict[int, tuple[weakref.ref[Any], Any]], key: int, ref: Any) -> None:
-    entry = entries.get(key)
-    if entry is not None and entry[0] is ref:
-        entries.pop(key, None)
+        entry.key, entry.value = id(obj), value
+        self._entries[entry.key] = entry
 
 
 class HeldMemo(Generic[V]):

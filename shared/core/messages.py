@@ -197,10 +197,13 @@ class Message(WireModel):
         return self.content
 
     def tool_uses(self) -> Iterator[ToolUseBlock]:
-        return (b for b in self.blocks() if isinstance(b, ToolUseBlock))
+        # A plain string holds neither calls nor results: no text block made to look.
+        content = () if isinstance(self.content, str) else self.content
+        return (b for b in content if isinstance(b, ToolUseBlock))
 
     def tool_results(self) -> Iterator[ToolResultBlock]:
-        return (b for b in self.blocks() if isinstance(b, ToolResultBlock))
+        content = () if isinstance(self.content, str) else self.content
+        return (b for b in content if isinstance(b, ToolResultBlock))
 
     def text(self) -> str:
         return "\n".join(b.text for b in self.blocks() if isinstance(b, TextBlock))

@@ -22,7 +22,7 @@ from io import BufferedRandom
 from pathlib import Path
 
 from hango.core.errors import HistoryPathError
-from hango.history.paths import is_under, normalize, section_keys, section_text
+from hango.history.paths import has_section, is_under, normalize, section_text
 
 _TEMP_PREFIX = ".hango-tmp-"
 
@@ -61,11 +61,11 @@ class LocalHistory:
         real.parent.mkdir(parents=True, exist_ok=True)
         with _locked_for_append(real) as handle:
             handle.seek(0)
-            existing = handle.read().decode("utf-8")
-            if key in section_keys(existing):
+            existing = handle.read()
+            if has_section(existing, key):
                 return False
             handle.seek(0, os.SEEK_END)
-            separator = "\n" if existing and not existing.endswith("\n") else ""
+            separator = "\n" if existing and not existing.endswith(b"\n") else ""
             handle.write((separator + addition).encode("utf-8"))
             # Flushed to the OS, not fsynced: the file is a rendering of messages the store
             # already holds, and it gets the embedded store's own durability (WAL with

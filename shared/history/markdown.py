@@ -31,6 +31,9 @@ from hango.core.messages import (
 _BACKTICK_RUN = re.compile(r"`+")
 # One encoder for every value (``json.dumps`` with options builds a new one per call).
 _encode = json.JSONEncoder(ensure_ascii=False).encode
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+# A flat object with one key per line (what :func:`readable_json` makes of one).
+_encode_lines = json.JSONEncoder(ensure_ascii=False, separators=(",\n  ", ": ")).encode
 
 
 def fence_for(content: str) -> str:
@@ -93,6 +96,10 @@ def readable_json(value: object) -> str:
     """
     if not isinstance(value, dict) or not value:
         return _encode(value)
+    if all(type(key) is str and type(item) in _SCALARS for key, item in value.items()):
+        # A flat object (most tool inputs): the same lines from one call of the encoder,
+        # whose item separator starts each key on its own line.
+        return "{\n  " + _encode_lines(value)[1:-1] + "\n}"
     lines = (f"  {_encode(str(key))}: {_encode(item)}" for key, item in value.items())
     return "{\n" + ",\n".join(lines) + "\n}"
 

@@ -133,6 +133,24 @@ def section_keys(text: str) -> set[str]:
     return keys
 
 
+def has_section(data: bytes, key: str) -> bool:
+    """``key in section_keys(data.decode())`` for a file's UTF-8 bytes, without decoding
+    them: a long session's history file is tens of MB, searched at every offload.
+
+    UTF-8 never encodes a character with bytes that begin another one, so the marker's
+    bytes occur exactly where its text does.
+    """
+    marker = section_marker(key).encode()
+    at = data.find(marker)
+    while at != -1:
+        end = data.find(b"\n", at)
+        rest = data[at + len(marker) : len(data) if end == -1 else end]
+        if (at == 0 or data[at - 1 : at] == b"\n") and not rest.strip(b"\r"):
+            return True
+        at = data.find(marker, at + len(marker))
+    return False
+
+
 def section_text(key: str, content: str) -> str:
     """The text appended for section ``key``: its marker line, then ``content``, newline-ended.
 

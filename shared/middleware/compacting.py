@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hango.compaction.extractive import ExtractiveSummarizer
-from hango.compaction.groups import group_starts
 from hango.compaction.jobs import Summarizer, SummaryJob, SummaryResult
 from hango.compaction.record import CompactionReason, CompactionRecord
 from hango.compaction.summary_fit import fit_summary
@@ -47,6 +46,9 @@ class Plan:
 
     boundary: int
     first_real: int
+    # The last index a boundary could fall on in the whole request (the newest group's
+    # start), found with the boundary: the summary's room is measured against it.
+    newest_start: int
 
 
 class Compacting(Truncating):
@@ -176,7 +178,7 @@ class Compacting(Truncating):
         empty = summary_record(
             call, reason, tokens, kept_from_seq, evicted, previous, offload_path, _NO_SUMMARY
         )
-        room, hard_room = self._summary_rooms(call, empty, plan.boundary, tokens)
+        room, hard_room = self._summary_rooms(call, empty, plan, tokens)
         routed = self.router.begin(call, job, plan.boundary, room, self._summary)
         fitted = fit_summary(
             routed.ask(job),
@@ -218,7 +220,7 @@ class Compacting(Truncating):
         return self._commit(compacted, record)
 
     def _summary_rooms(
-        self, call: ModelCall, empty: CompactionRecord, boundary: int, tokens: int
+        self, call: ModelCall, empty: CompactionRecord, plan: Plan, tokens: int
     ) -> tuple[int, int]:
         """The summary's room under the target and under the window, in estimator tokens.
 
@@ -229,7 +231,7 @@ class Compacting(Truncating):
         """
         estimate = self.figure.estimate(call.request)
         scale = tokens / estimate if tokens > 0 and estimate > 0 else 1.0
-        newest = max([boundary, *group_starts(call.request.messages)])
+        newest = max(plan.boundary, plan.newest_start)
         fixed = self.estimator.estimate_request(apply_record(call, empty, newest).request) * scale
         target = self.profile.target_tokens
         hard = (window_of(call, self.profile) - fixed) / scale

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from hango.compaction.boundary import keep_boundary
+from hango.compaction.groups import group_starts
 from hango.compaction.jobs import HistoryOffloader, Summarizer
 from hango.compaction.record import CompactionReason
 from hango.compaction.validate import Violation, validate_messages
@@ -168,16 +169,24 @@ class SummarizationMiddleware(Compacting, PassThrough):
         rung that aims at the post-compaction target.
         """
         first_real = 1 if call.summary_message_present else 0
-        boundary = self._boundary(call.request.messages, first_real, ahead)
+        starts = group_starts(call.request.messages)
+        boundary = self._boundary(call.request.messages, first_real, ahead, starts)
         if boundary is None:
             return None
-        return Plan(boundary=boundary, first_real=first_real)
+        newest = starts[-1] if starts else boundary
+        return Plan(boundary=boundary, first_real=first_real, newest_start=newest)
 
-    def _boundary(self, messages: Sequence[Message], first_real: int, ahead: int = 0) -> int | None:
+    def _boundary(
+        self,
+        messages: Sequence[Message],
+        first_real: int,
+        ahead: int = 0,
+        starts: Sequence[int] | None = None,
+    ) -> int | None:
         # ``ahead``: messages still to come before the cut (a pre-summary's plan for the
         # trigger); the trigger keeps its share of them too, and they are all kept.
         keep = max(0, self.profile.keep_count(len(messages) - first_real + ahead) - ahead)
-        return keep_boundary(messages, keep, min_index=first_real + 1)
+        return keep_boundary(messages, keep, min_index=first_real + 1, starts=starts)
 
     def can_evict(self, messages: Sequence[Message], *, head_present: bool) -> bool:
         """Whether a compaction of these outgoing messages would evict anything at all.

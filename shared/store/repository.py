@@ -104,6 +104,10 @@ def once_more_on_disconnect(method: Callable[P, R]) -> Callable[P, R]:
     return retried
 
 
+# Rows fetched at a time when a session's messages are read back.
+_READ_BATCH = 500
+
+
 class Store:
     """Sessions, messages and runs in one database."""
 
@@ -395,14 +399,16 @@ class Store:
             query = query.where(messages.c.seq >= from_seq)
         if to_seq is not None:
             query = query.where(messages.c.seq <= to_seq)
+        # A batch of rows at a time, not all rows first: each row dies soon after its
+        # message is made, instead of ten thousand of them living through the collector's
+        # passes (and a batch, not a row, per fetch from the driver).
         with self.engine.connect() as conn:
-            rows = conn.execute(query.order_by(messages.c.seq)).all()
-        return [
-            StoredMessage(
-                seq=row.seq, turn=row.turn, message=Message.model_validate_json(row.content)
-            )
-            for row in rows
-        ]
+            batches = conn.execute(query.order_by(messages.c.seq)).partitions(_READ_BATCH)
+            return [
+                StoredMessage(seq=seq, turn=turn, message=Message.model_validate_json(content))
+                for batch in batches
+                for seq, turn, content in batch
+            ]
 
     @once_more_on_disconnect
     def last_seq(self, session_id: str) -> int:

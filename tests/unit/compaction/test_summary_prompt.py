@@ -14,7 +14,6 @@ from hango.compaction.summary_prompt import (
     MAX_LISTED_ARTIFACTS,
     SUMMARY_SECTIONS,
     SUMMARY_SYSTEM_PROMPT,
-    _drop_middle,
     _pieces,
     _render,
     _sizes,
@@ -180,8 +179,32 @@ def test_the_cap_chosen_from_lengths_is_the_first_whose_rendering_fits(
         if len(rendered) <= bound:
             break
     else:
-        rendered = _drop_middle(rendered, bound)
+        rendered = _plain_drop_middle(rendered, bound)
     assert render_transcript(evicted, max_chars=bound) == rendered
+
+
+def test_a_cut_transcript_is_the_whole_rendering_cut_in_its_middle() -> None:
+    """Only the ends are rendered; what they make is the plain cut of the whole rendering."""
+    history: list[Message] = [user("FIRST REQUEST")]
+    for n in range(150):
+        use = call(f"toolu_{n}", "bash", command=f"{n} " + payload(700, str(n)))
+        history += [calls(use), results(result(f"toolu_{n}", payload(900, f"r{n}")))]
+    evicted = stored([*history, user("LAST REQUEST")])
+    names = {use.id: use.name for s in evicted for use in s.message.tool_uses()}
+    whole = _render([_pieces(s, names) for s in evicted], _PAYLOAD_CAPS[-1])
+    for bound in (0, 90, 101, 1_000, 20_000, len(whole) - 1):
+        assert render_transcript(evicted, max_chars=bound) == _plain_drop_middle(whole, bound)
+
+
+def _plain_drop_middle(text: str, max_chars: int) -> str:
+    """The whole rendering cut in its middle: a quarter of the room from the start, the
+    rest from the end (what render_transcript makes from only the ends it renders)."""
+    note = "\n\n[... {} characters of the transcript omitted here to fit the bound ...]\n\n"
+    room = max(0, max_chars - len(note.format(len(text))))
+    head = room // 4
+    tail = room - head
+    omitted = len(text) - head - tail
+    return text[:head] + note.format(omitted) + (text[-tail:] if tail else "")
 
 
 # --- the artifact index -----------------------------------------------------------------

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hango.core.errors import HistoryPathError, InvalidSessionIdError
 from hango.history.paths import (
     conversation_history_path,
+    has_section,
     large_tool_result_path,
     normalize,
     section_keys,
@@ -155,6 +156,27 @@ def test_sections_are_found_by_their_marker_lines() -> None:
     assert section_marker("turn-1") == "<!-- hango-section: turn-1 -->"
     assert section_keys(text) == {"turn-1", "seq 3-9"}
     assert section_text("k", "") == "<!-- hango-section: k -->\n"
+
+
+_SECTION_PIECES = [
+    section_marker("turn-1"),
+    section_marker("seq 3-9"),
+    section_marker("ü"),
+    "x",
+    "\n",
+    "\r",
+    "é",
+    "<!-- hango-section: ",
+    " -->",
+    "\r\n",
+]
+
+
+@given(st.lists(st.sampled_from(_SECTION_PIECES), max_size=12))
+def test_a_section_is_found_in_the_bytes_where_the_text_holds_its_key(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    for key in ("turn-1", "seq 3-9", "ü", "turn-2"):
+        assert has_section(text.encode(), key) == (key in section_keys(text))
 
 
 @pytest.mark.parametrize("key", ["", "  ", "a\nb", "x-->y", "k" * 201, "a\rb"])
