@@ -98,15 +98,36 @@ class GatewayProcess:
     """The gateway in a process of its own, and the per-phase marks of its requests."""
 
     url: str
-    marks: Any  # a multiprocessing queue of PHASES -> perf_counter dicts
+    marks: Any  # the receiving end of a pipe of PHASES -> perf_counter dicts
 
     def timeline(self, started: float, first: float) -> dict[str, float]:
         """The last request's intervals in ms: from the client's start to each phase's
         first reach and on to the client's first byte, as consecutive differences."""
-        marks = self.marks.get(timeout=60)
+        if not self.marks.poll(60):
+            raise RuntimeError("the gateway sent no timeline for the request")
+        marks = self.marks.recv()
         points = [("client_start", started)] + [(p, marks[p]) for p in PHASES if p in marks]
         points.append(("client_first_byte", started + first))
         return {f"{a}->{b}": (tb - ta) * 1000 for (a, ta), (b, tb) in itertools.pairwise(points)}
+
+    @contextmanager
+    def drained(self) -> Iterator[None]:
+        """Timelines read and dropped while the block runs (concurrent requests: the
+        marks of overlapping requests mean nothing, and an unread pipe would block)."""
+        stop = threading.Event()
+
+        def drain() -> None:
+            while not stop.is_set():
+                while self.marks.poll(0.05):
+                    self.marks.recv()
+
+        thread = threading.Thread(target=drain, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
 
 def steady(
@@ -117,7 +138,8 @@ def steady(
     history = synthetic_history(size)
     session = f"steady-{size}"
     load = os.getloadavg()[0]
-    first = streamed(client, gateway.url, body_of(history), session)
+    # Serialized as every later round is (a client serializes its history one way).
+    first = streamed(client, gateway.url, json.dumps(body_of(history)).encode(), session)
     gateway.timeline(*first[:2])
     pairs: list[tuple[tuple[float, float, float], tuple[float, float, float]]] = []
     phases: list[dict[str, float]] = []
@@ -277,7 +299,9 @@ def cache_shares(home: Path) -> Json:
 
 def _serve_gateway(upstream: str, home: str, marks: Any, port: Any) -> None:
     """The gateway's process: ``hango serve``'s app on ``upstream``, timed per phase."""
-    install(marks.put)
+    # A pipe, not a queue: sent in the gateway's event loop after the answer ended, with
+    # no feeder thread of its own competing with the gateway's threads for the GIL.
+    install(marks.send)
     with running_gateway(upstream, Path(home), max_input_tokens=HUGE_WINDOW) as gw:
         port.value = int(gw.url.rsplit(":", 1)[1])
         threading.Event().wait()  # until the process is terminated
@@ -285,10 +309,10 @@ def _serve_gateway(upstream: str, home: str, marks: Any, port: Any) -> None:
 
 @contextmanager
 def gateway_process(upstream: str, home: Path) -> Iterator[GatewayProcess]:
-    marks = multiprocessing.get_context("spawn").Queue()
-    serve = functools.partial(_serve_gateway, upstream, str(home), marks)
+    receiving, sending = multiprocessing.get_context("spawn").Pipe(duplex=False)
+    serve = functools.partial(_serve_gateway, upstream, str(home), sending)
     with server_process(serve) as url:
-        yield GatewayProcess(url, marks)
+        yield GatewayProcess(url, receiving)
 
 
 def run(sizes: list[int], rounds: int) -> Json:
@@ -302,7 +326,8 @@ def run(sizes: list[int], rounds: int) -> Json:
             for size in sizes:
                 results["steady"].append(steady(client, gateway, direct, size, rounds))
                 print(json.dumps(results["steady"][-1]), flush=True)
-            results["concurrent_gateway"] = concurrent(gateway.url)
+            with gateway.drained():
+                results["concurrent_gateway"] = concurrent(gateway.url)
             results["concurrent_direct"] = concurrent(direct)
             print(json.dumps(results["concurrent_gateway"]), flush=True)
         with (

@@ -104,13 +104,13 @@ def _wrap_body(timeline: Timeline) -> None:
 
 
 def _wrap_turn(timeline: Timeline) -> None:
-    serve, built, ready = Gateway.serve, provider_module.upstream_body, Beside.ready  # type: ignore[attr-defined]
+    serve, built, ready = Gateway.serve, provider_module.upstream_parts, Beside.ready  # type: ignore[attr-defined]
 
     def served(gateway: Gateway, *args: Any) -> None:
         timeline.mark("turn")
         serve(gateway, *args)
 
-    def body(*args: Any, **kwargs: Any) -> bytes:
+    def body(*args: Any, **kwargs: Any) -> Any:
         out = built(*args, **kwargs)
         timeline.mark("built")
         return out
@@ -120,7 +120,7 @@ def _wrap_turn(timeline: Timeline) -> None:
         timeline.mark("store_ready")
 
     Gateway.serve = served  # type: ignore[method-assign,assignment]
-    provider_module.upstream_body = body  # type: ignore[attr-defined]
+    provider_module.upstream_parts = body  # type: ignore[attr-defined]
     Beside.ready = awaited  # type: ignore[method-assign,assignment]
 
 
