@@ -104,7 +104,10 @@ def _wrap_body(timeline: Timeline) -> None:
 
 
 def _wrap_turn(timeline: Timeline) -> None:
-    serve, built, ready = Gateway.serve, provider_module.upstream_parts, Beside.ready  # type: ignore[attr-defined]
+    # The provider's body builder: ``upstream_parts`` (before it: ``upstream_body``, the
+    # name a run against an earlier commit finds).
+    name = "upstream_parts" if hasattr(provider_module, "upstream_parts") else "upstream_body"
+    serve, built, ready = Gateway.serve, getattr(provider_module, name), Beside.ready
 
     def served(gateway: Gateway, *args: Any) -> None:
         timeline.mark("turn")
@@ -120,7 +123,7 @@ def _wrap_turn(timeline: Timeline) -> None:
         timeline.mark("store_ready")
 
     Gateway.serve = served  # type: ignore[method-assign,assignment]
-    provider_module.upstream_parts = body  # type: ignore[attr-defined]
+    setattr(provider_module, name, body)
     Beside.ready = awaited  # type: ignore[method-assign,assignment]
 
 
