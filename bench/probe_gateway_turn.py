@@ -3,7 +3,7 @@
 ``bench_gateway`` measures time to first byte end to end, gateway against direct; on a
 shared machine its added figure moves by tens of milliseconds from run to run. This
 probe times only the part the gateway adds on the way up: in the turn's thread, from the
-turn's start (``Gateway.serve``) to the upstream body being ready (``upstream_parts``
+turn's start (``Gateway.serve``) to the upstream body being ready (``upstream_body``
 returned; the exchange sends it next), as wall time and as the thread's CPU time (which
 the machine's load moves much less). Store work done in other threads (the lease tried
 while the body arrives, the run and the append beside the upstream call) is not in it:
@@ -37,17 +37,17 @@ from tests.gateway_support import running_gateway
 
 
 class TurnTimer:
-    """Wraps ``Gateway.serve`` and the provider's ``upstream_parts`` to time the span."""
+    """Wraps ``Gateway.serve`` and the provider's ``upstream_body`` to time the span."""
 
     def __init__(self) -> None:
         self.spans: list[tuple[float, float]] = []  # (cpu ms, wall ms)
         self._started = threading.local()
 
     def install(self) -> None:
-        serve, body = Gateway.serve, upstream_module.upstream_parts
+        serve, body = Gateway.serve, upstream_module.upstream_body
         Gateway.serve = self._around_serve(serve)  # type: ignore[method-assign]
         # The name the provider calls (imported into its module).
-        provider_module.upstream_parts = self._after_body(body)  # type: ignore[attr-defined]
+        provider_module.upstream_body = self._after_body(body)  # type: ignore[attr-defined]
 
     def _around_serve(self, serve: Callable[..., None]) -> Callable[..., None]:
         def timed(gateway: Gateway, *args: Any) -> None:
@@ -57,7 +57,7 @@ class TurnTimer:
         return timed
 
     def _after_body(self, body: Callable[..., bytes]) -> Callable[..., bytes]:
-        def timed(*args: Any, **kwargs: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> bytes:
             out = body(*args, **kwargs)
             started = getattr(self._started, "at", None)
             if started is not None:  # the first call of the turn only

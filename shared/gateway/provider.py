@@ -16,7 +16,7 @@ import anyio.from_thread
 
 from hango.core.errors import ProviderError
 from hango.core.messages import Request, Response
-from hango.gateway.upstream import Exchange, upstream_parts
+from hango.gateway.upstream import Exchange, upstream_body
 from hango.providers.base import Capabilities
 
 _CURRENT: ContextVar[Exchange | None] = ContextVar("hango_gateway_exchange", default=None)
@@ -47,7 +47,7 @@ class GatewayProvider:
         exchange = _CURRENT.get()
         if exchange is None:
             raise ProviderError("the gateway's provider was called outside a client request")
-        body = upstream_parts(exchange.raw, request, exchange.frame)
+        body = upstream_body(exchange.raw, request, exchange.frame)
         outcome = anyio.from_thread.run(exchange.forward, body)
         if isinstance(outcome, ProviderError):
             raise outcome

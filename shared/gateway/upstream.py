@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -80,35 +80,6 @@ class Head:
 Item = Head | bytes
 # A body's bytes up to its message list's ``[`` and from its ``]``.
 Frame = tuple[bytes | bytearray, bytes | bytearray]
-# The parts of a body are joined into pieces of about this size as they are sent: the
-# first piece leaves while the next is joined, and no buffer of the whole body (17 MB at
-# 10,000 messages, new memory to fault in on every call) is made.
-SEND_PIECE = 1 << 20
-
-
-@dataclass(frozen=True)
-class BodyParts:
-    """A request body as its parts, in order (the client's frame and each message's JSON)."""
-
-    parts: list[bytes | bytearray]
-
-    def size(self) -> int:
-        return sum(map(len, self.parts))
-
-    def __bytes__(self) -> bytes:
-        return b"".join(self.parts)
-
-    async def pieces(self) -> AsyncIterator[bytes]:
-        group: list[bytes | bytearray] = []
-        size = 0
-        for part in self.parts:
-            group.append(part)
-            size += len(part)
-            if size >= SEND_PIECE:
-                yield b"".join(group)
-                group, size = [], 0
-        if group:
-            yield b"".join(group)
 
 
 class Splice(Protocol):
@@ -166,7 +137,7 @@ class Exchange:
         else:
             self.splice.relay(item, event)
 
-    async def forward(self, body: bytes | BodyParts) -> Response | ProviderError:
+    async def forward(self, body: bytes) -> Response | ProviderError:
         """Send ``body`` upstream and pass the answer on; the message for the loop, or why not."""
         if self.gone:
             return ClientGoneError("the client disconnected before the upstream call")
@@ -175,8 +146,8 @@ class Exchange:
             return await self._forward(body)
         return ClientGoneError("the client disconnected; the upstream call was cancelled")
 
-    async def _forward(self, body: bytes | BodyParts) -> Response | ProviderError:
-        request = self._request(body)
+    async def _forward(self, body: bytes) -> Response | ProviderError:
+        request = self.client.build_request("POST", self.url, content=body, headers=self.headers)
         answer = await self.client.send(request, stream=True)
         try:
             if self.ready is not None:
@@ -193,13 +164,6 @@ class Exchange:
             # Shielded: a cancelled call (the client went away) still closes its connection.
             with anyio.CancelScope(shield=True):
                 await answer.aclose()
-
-    def _request(self, body: bytes | BodyParts) -> httpx2.Request:
-        if isinstance(body, bytes):
-            return self.client.build_request("POST", self.url, content=body, headers=self.headers)
-        # Sent piece by piece as joined, framed by its length (not chunked), as a whole body is.
-        headers = {**self.headers, "content-length": str(body.size())}
-        return self.client.build_request("POST", self.url, content=body.pieces(), headers=headers)
 
     async def _relay_events(self, answer: httpx2.Response) -> Response | ProviderError:
         builder = MessageBuilder()
@@ -255,11 +219,6 @@ def _error_message(raw: bytes) -> str:
 
 
 def upstream_body(raw: JsonObject, request: Request, frame: Frame | None = None) -> bytes:
-    """The body of :func:`upstream_parts`, joined."""
-    return bytes(upstream_parts(raw, request, frame))
-
-
-def upstream_parts(raw: JsonObject, request: Request, frame: Frame | None = None) -> BodyParts:
     """The client's body with the messages the pipeline built; every other field as sent.
 
     Each message's JSON is kept along the lineage of the loop's outgoing copies
@@ -269,7 +228,7 @@ def upstream_parts(raw: JsonObject, request: Request, frame: Frame | None = None
     every other field goes as the very bytes the client sent; without it (a body whose
     list was not found) they are serialized again (:func:`fields_frame`).
     """
-    return framed_parts(frame or fields_frame(raw), request.messages_parts())
+    return framed(frame or fields_frame(raw), request.messages_parts())
 
 
 def fields_frame(raw: JsonObject) -> Frame:
@@ -281,9 +240,4 @@ def fields_frame(raw: JsonObject) -> Frame:
 
 def framed(frame: Frame, parts: list[bytes]) -> bytes:
     """The body: ``parts`` (``[``, the messages' JSON, ``]``) in the frame's place for them."""
-    return bytes(framed_parts(frame, parts))
-
-
-def framed_parts(frame: Frame, parts: list[bytes]) -> BodyParts:
-    """:func:`framed`, not joined."""
-    return BodyParts([frame[0][:-1], *parts, frame[1][1:]])
+    return b"".join([frame[0][:-1], *parts, frame[1][1:]])

@@ -7,7 +7,6 @@ import itertools
 import json
 from typing import Any
 
-import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,9 +15,8 @@ from hango.compaction import outgoing
 from hango.compaction.outgoing import OutgoingCopy
 from hango.core import messages as messages_module
 from hango.core.messages import Message, Request, StoredMessage, message_json
-from hango.gateway import upstream as upstream_module
 from hango.gateway.body import Bodies, BodyError
-from hango.gateway.upstream import BodyParts, upstream_body
+from hango.gateway.upstream import upstream_body
 from tests.properties import examples
 
 
@@ -264,21 +262,3 @@ def test_chunks_that_repeat_the_previous_body_are_not_compared_again() -> None:
     assert before.spans[-1][1] - 64 < arrival.equal <= before.spans[-1][1]
     assert body.raw["messages"][:30] == before.raw["messages"]
     assert all(a is b for a, b in zip(body.raw["messages"], before.raw["messages"], strict=False))
-
-
-def test_the_body_parts_go_in_pieces_of_about_a_send_piece_that_join_to_the_body(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(upstream_module, "SEND_PIECE", 100)
-    parts = [bytes([65 + i % 26]) * (i * 7 % 60 + 1) for i in range(200)]
-    body = BodyParts(parts)
-
-    async def collect() -> list[bytes]:
-        return [piece async for piece in body.pieces()]
-
-    pieces = anyio.run(collect)
-
-    assert b"".join(pieces) == bytes(body) == b"".join(parts)
-    assert body.size() == len(bytes(body))
-    assert all(100 <= len(piece) < 160 for piece in pieces[:-1])  # a part is < 60 bytes
-    assert 0 < len(pieces[-1]) < 160 and len(pieces) > 10

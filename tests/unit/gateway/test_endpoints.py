@@ -7,8 +7,6 @@ from typing import Any
 
 import httpx2
 
-from hango.gateway.sessions import comparable
-from hango.gateway.upstream import SEND_PIECE
 from tests.fakeapi import FakeAnthropicAPI, count_input_tokens
 from tests.gateway_support import RunningGateway, running_gateway, tool_output
 
@@ -101,22 +99,3 @@ def test_health_readiness_and_paths_the_gateway_does_not_serve(
     assert proxied.status_code == 404  # upstream's own answer, passed through
     assert upstream.requests[-1].path == "/v1/files"
     assert upstream.requests[-1].headers["x-api-key"] == HEADERS["x-api-key"]
-
-
-def test_a_body_larger_than_a_send_piece_goes_upstream_whole_framed_by_its_length(
-    tmp_path: Path,
-) -> None:
-    with (
-        FakeAnthropicAPI(window=10**9) as upstream,
-        running_gateway(upstream.base_url, tmp_path, max_input_tokens=10**9) as gateway,
-    ):
-        history = long_history(40, 60_000)  # about 2.4 MB: sent as three pieces
-        answer = httpx2.post(
-            f"{gateway.url}/v1/messages", json=messages_body(history), headers=HEADERS, timeout=60
-        )
-        assert answer.status_code == 200, answer.text
-        (sent,) = upstream.message_requests()
-        # Every message whole (hango's breakpoint markers aside).
-        assert list(map(comparable, sent.body["messages"])) == list(map(comparable, history))
-        assert "transfer-encoding" not in sent.headers
-        assert int(sent.headers["content-length"]) > 2 * SEND_PIECE
