@@ -47,7 +47,7 @@ from typing import Any
 import httpx2
 
 from bench.bench_call_peers import synthetic_history
-from bench.gateway_timeline import PHASES, install
+from bench.gateway_timeline import CPU, PHASES, install
 from bench.loopback import server_process, streaming_api
 from tests.fakeapi import FakeAnthropicAPI, text_reply
 from tests.gateway_support import running_gateway, tool_output
@@ -106,9 +106,12 @@ class GatewayProcess:
         if not self.marks.poll(60):
             raise RuntimeError("the gateway sent no timeline for the request")
         marks = self.marks.recv()
+        cpu = {CPU: marks[CPU] * 1000}
         points = [("client_start", started)] + [(p, marks[p]) for p in PHASES if p in marks]
         points.append(("client_first_byte", started + first))
-        return {f"{a}->{b}": (tb - ta) * 1000 for (a, ta), (b, tb) in itertools.pairwise(points)}
+        return cpu | {
+            f"{a}->{b}": (tb - ta) * 1000 for (a, ta), (b, tb) in itertools.pairwise(points)
+        }
 
     @contextmanager
     def drained(self) -> Iterator[None]:
@@ -188,8 +191,11 @@ def _steady_row(
         "ttfb_added_p50_ms": _ms(statistics.median(added)),
         "ttfb_added_p25_p75_ms": [_ms(quartiles[0]), _ms(quartiles[2])],
         "total_added_p50_ms": _ms(statistics.median(added_total)),
+        "gateway_process_cpu_p50_ms": _ms(statistics.median(p[CPU] for p in phases)),
         "phases_p50_ms": {
-            name: _ms(statistics.median(p[name] for p in phases if name in p)) for name in phases[0]
+            name: _ms(statistics.median(p[name] for p in phases if name in p))
+            for name in phases[0]
+            if name != CPU
         },
     }
 
