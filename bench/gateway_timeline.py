@@ -4,8 +4,9 @@
 the points a request passes on its way to the client's first byte and records when it
 first reached each, as ``time.perf_counter()`` (``CLOCK_MONOTONIC`` on Linux: the same
 clock in every process, so the client's own timestamps line up with them). Requests are
-timed one at a time (the steady rounds send one request at once); each request's marks go
-to ``sink`` when it ends. The gateway's code is not changed: only wrapped here.
+timed one at a time (the steady rounds send one request at once; while one is timed,
+others are not); each timed request's marks go to ``sink`` when it ends. The gateway's
+code is not changed: only wrapped here.
 
 The phases, in order (``PHASES``): the endpoint entered; the body's last byte in (the
 incremental parse starts); the body parsed; the turn's thread started; the upstream body
@@ -55,19 +56,26 @@ class Timeline:
     def __init__(self, sink: Callable[[dict[str, float]], None]) -> None:
         self.sink = sink
         self.marks: dict[str, float] = {}
+        # A request is being timed (overlapping ones, when clients run at once, are not).
+        self.timing = False
 
     def mark(self, phase: str) -> None:
         self.marks.setdefault(phase, time.perf_counter())
 
-    def begin(self) -> None:
+    def begin(self) -> bool:
+        """Start timing a request; False (not timed) while another one is timed."""
+        if self.timing:
+            return False
+        self.timing = True
         self.marks = {"enter": time.perf_counter(), CPU: time.process_time()}
+        return True
 
     def flush(self) -> None:
         """Send the marks, with the process's CPU time over the request (every thread's:
         the turn's, the event loop's, the store work beside the call) in place of its start."""
         self.marks[CPU] = time.process_time() - self.marks[CPU]
         self.sink(self.marks)
-        self.marks = {}
+        self.marks, self.timing = {}, False
 
 
 def install(sink: Callable[[dict[str, float]], None]) -> Timeline:
@@ -83,7 +91,9 @@ def _wrap_endpoint(timeline: Timeline) -> None:
     call, send_item = app_module.MessagesEndpoint.__call__, app_module._send_item
 
     async def entered(endpoint: Any, *args: Any) -> None:
-        timeline.begin()
+        if not timeline.begin():
+            await call(endpoint, *args)
+            return
         try:
             await call(endpoint, *args)
         finally:
