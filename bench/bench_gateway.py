@@ -1,27 +1,29 @@
 """``hango serve`` against going direct, to the same loopback upstream, streaming.
 
-The upstream is ``tests.fakeapi.FakeAnthropicAPI`` with a constant tokenizer (so its own
-work per request is parsing the body and checking the pairing, the same for both paths),
-in a process of its own as a remote API would be (in this one it would share the
-interpreter lock with the gateway and the client, and the bodies it records would slow
-every garbage collection here); the gateway runs in this process (uvicorn in a thread,
-SQLite in a scratch directory, ``--max-input-tokens`` large enough that nothing is
-compacted). One pooled HTTP client sends the same streamed request both ways.
+Three processes, as in a deployment: the client (this one), the gateway (``hango serve``'s
+app on uvicorn, SQLite in a scratch directory, ``--max-input-tokens`` large enough that
+nothing is compacted) and the upstream (``bench.loopback.streaming_api``: it answers once
+the whole body is in, without parsing it, since what the API spends on a body is the same
+whichever way it came). One pooled HTTP client sends the same pre-serialized bytes both
+ways, so the client's own JSON encoding is in neither figure.
 
 - **steady call** at 400 / 2,000 / 10,000-message histories (``synthetic_history`` of
   ``bench_call_peers``): the session already stored (the first call, which stores the
   history, is timed apart as ``first``); each round appends a tool round to the client's
-  history and sends it through the gateway and directly, interleaved. Time to the first
-  byte of the answer and to its end, medians, and the added time (gateway - direct).
+  history and sends it through the gateway and directly, in alternating order. The added
+  time is the p50 of the per-round differences (gateway - direct) with its quartiles,
+  after ``WARMUP`` rounds not counted; beside it, each phase of the gateway's requests
+  (``bench.gateway_timeline``: marks taken inside the gateway's process on the clock the
+  client uses) and the gateway process's CPU time per request.
 - **concurrent**: 50 clients at once, each its own session, 5 streamed calls each through
   the gateway: errors, and time to first byte p50 / p95 beside the same load direct.
 - **memory**: the process's resident set before and after 20 sessions of 400 messages
-  were served, per session.
+  were served (a gateway in this process), per session.
 - **cache read share**: a 30-round tool session with Claude Code's markers (system and
   newest message), directly and through the gateway, each on a fresh upstream whose
   prompt-cache simulator reports the usage: cache reads over all input tokens.
 
-Run: ``python -m bench.bench_gateway [--sizes 400 2000 10000] [--repeats 9] [--json PATH]``.
+Run: ``python -m bench.bench_gateway [--sizes 400 2000 10000] [--rounds 31] [--json PATH]``.
 """
 
 from __future__ import annotations
@@ -348,7 +350,9 @@ def run(sizes: list[int], rounds: int) -> Json:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--sizes", type=int, nargs="+", default=[400, 2000, 10000])
-    parser.add_argument("--rounds", type=int, default=31, help="paired rounds per size")
+    parser.add_argument(
+        "--rounds", "--repeats", type=int, default=31, help="paired rounds per size"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     results = run(args.sizes, args.rounds)
