@@ -58,14 +58,19 @@ def branch_id(base: str, number: int) -> str:
 
 def common_prefix(known: list[JsonObject], sent: list[JsonObject]) -> int:
     """How many leading messages agree, ``cache_control`` markers aside."""
+    return _prefix(known, sent)[1]
+
+
+def _prefix(known: list[JsonObject], sent: list[JsonObject]) -> tuple[int, int]:
+    """How many leading messages are equal (``==``), and how many agree (markers aside)."""
     length = min(len(known), len(sent))
     # The usual request repeats the stored messages as the very objects read from its
     # previous body (:mod:`hango.gateway.body`), but for the last one or two, whose
     # markers moved: a list comparison (identity first, in C) settles all but those.
     for start in range(length, max(length - 3, -1), -1):
         if known[:start] == sent[:start]:
-            return _agreeing(known, sent, start, length)
-    return _agreeing(known, sent, 0, length)
+            return start, _agreeing(known, sent, start, length)
+    return 0, _agreeing(known, sent, 0, length)
 
 
 def _agreeing(known: list[JsonObject], sent: list[JsonObject], start: int, length: int) -> int:
@@ -118,8 +123,13 @@ class Branches:
             if not self._stored(session_id):
                 return self._new_branch(session_id, sent, longest)
             known = self.known(session_id)
-            agreed = common_prefix(known, sent)
+            equal, agreed = _prefix(known, sent)
             if agreed == len(known):
+                # Equal objects, so the next request (whose repeated messages are these
+                # very objects, see hango.gateway.body) compares by identity, not deeply:
+                # else a branch read from the store, or placed after a body parsed whole,
+                # would compare its whole history value by value on every request.
+                known[:equal] = sent[:equal]
                 self._latest.get(base, list)[:] = [session_id]
                 return Placement(session_id, sent[agreed:], held=agreed, stored=True)
             if longest is None or agreed > longest[0]:

@@ -10,8 +10,9 @@ import httpx2
 import pytest
 from sqlalchemy import inspect, text
 
+from hango.core.messages import Message
 from hango.gateway.identity import client_session
-from hango.gateway.sessions import common_prefix
+from hango.gateway.sessions import Branches, common_prefix
 from tests.fakeapi import FakeAnthropicAPI, text_reply
 from tests.gateway_support import RunningGateway, running_gateway, tool_output
 from tests.otel_support import capture
@@ -149,3 +150,43 @@ def test_the_common_prefix_sets_moved_markers_aside_and_stops_at_the_first_diffe
     assert common_prefix(known, edited) == 2
     assert common_prefix(known, [dict(m) for m in edited]) == 2  # equal copies, not the objects
     assert common_prefix([], resent) == 0
+
+
+class _StoredBranch:
+    """A store holding one branch of ``messages`` (all ``Branches`` asks of it)."""
+
+    def __init__(self, messages: list[Any]) -> None:
+        self._messages = messages
+
+    def session(self, session_id: str) -> object | None:
+        return object() if session_id == "gw-base" else None
+
+    def messages(self, session_id: str, from_seq: int | None = None) -> list[Any]:
+        start = (from_seq or 1) - 1
+        return [_Row(m) for m in self._messages[start:]] if session_id == "gw-base" else []
+
+
+class _Row:
+    def __init__(self, message: Any) -> None:
+        self.message = Message.model_validate(message)
+
+
+def test_a_branch_read_from_the_store_is_compared_by_identity_after_its_first_request() -> None:
+    stored_messages = conversation(*(f"m{i}" for i in range(6)))
+    stored_messages[-1] = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "m5", "cache_control": {"type": "ephemeral"}}],
+    }
+    branches = Branches(_StoredBranch(stored_messages))  # type: ignore[arg-type]
+    sent = [dict(m) for m in stored_messages[:-1]]  # equal copies, as a fresh parse gives
+    sent += [{"role": "assistant", "content": "m5"}, {"role": "user", "content": "new"}]
+    placement = branches.place("gw-base", sent)
+    assert (placement.session_id, placement.new, placement.held) == ("gw-base", sent[6:], 6)
+    known = branches.known("gw-base")
+    # The equal ones are now the request's own objects; the one whose marker moved keeps
+    # its stored form (it goes upstream as stored).
+    assert all(k is s for k, s in zip(known[:5], sent[:5], strict=True))
+    assert known[5] is not sent[5] and known[5]["content"][0]["cache_control"]
+    later = {"role": "assistant", "content": "x"}
+    again = branches.place("gw-base", [*sent, later])
+    assert (again.held, again.new) == (6, [sent[6], later])
