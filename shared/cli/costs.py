@@ -19,8 +19,10 @@ from typing import Any
 
 from hango.compaction.jobs import Summarizer, SummaryJob, SummaryResult
 from hango.compaction.prefix import prefix_instruction_of
+from hango.compaction.route import usage_cost
 from hango.compaction.summary_prompt import build_summary_request
 from hango.core.messages import Request, Response, Usage
+from hango.core.price import Price
 from hango.core.profiles import ModelProfile, Profiles
 from hango.core.settings import Settings
 from hango.cost.meter import CacheMeter, cache_json, estimated_sizes
@@ -137,11 +139,17 @@ class EstimatedSummaries:
 class EstimatedPrefix:
     """The prefix route offline: ``inner``'s summary of the job, carrying the usage the
     prefix request would have had (estimated): all but its instruction read from the
-    cache, the instruction fresh, the returned text as output."""
+    cache, the instruction fresh, the returned text as output.
+
+    Every call is summed, a pre-summary's that was never installed too, so a run's
+    prefix-route cost is all of it, not only what the compaction records carry."""
 
     def __init__(self, inner: Summarizer, estimator: Estimator) -> None:
         self.inner = inner
         self.estimator = estimator
+        self.calls = 0
+        self.usage = Usage()
+        self._lock = threading.Lock()  # pre-summaries are made on pool threads
 
     def summarize(self, job: SummaryJob, request: Request) -> SummaryResult:
         result = self.inner.summarize(job)
@@ -152,4 +160,18 @@ class EstimatedPrefix:
             cache_read_input_tokens=max(0, total - fresh),
             output_tokens=self.estimator.estimate(result.text),
         )
+        with self._lock:
+            self.calls += 1
+            self.usage = self.usage.plus(usage)
         return result.model_copy(update={"usage": usage})
+
+    def to_json(self, price: Price) -> dict[str, Any]:
+        """The calls, their summed usage and what it cost at ``price`` (the agent's)."""
+        usage = self.usage
+        return {
+            "calls": self.calls,
+            "input_tokens": usage.input_tokens,
+            "cache_read_input_tokens": usage.cache_read_input_tokens or 0,
+            "output_tokens": usage.output_tokens,
+            "cost_usd": round(usage_cost(usage, price), 6),
+        }
