@@ -31,6 +31,7 @@ from hango.core.messages import (
     ToolResultBlock,
     Usage,
 )
+from hango.middleware.summarization import SummarizationMiddleware
 from hango.providers.base import Capabilities
 from hango.tokens import Estimator
 from hango.tokens.measure import RequestEstimate
@@ -227,6 +228,12 @@ def replay_transcript(
             loop.end_turn(ctx, status="failed", error=f"{type(error).__name__}: {error}")
             raise
         run.turn_done(loop.end_turn(ctx))
+    # A pre-summary dispatched near the end is spent money too: its calls are counted
+    # whether or not its thread finished before the report (the figures are the same on
+    # every run).
+    for middleware in loop.chain:
+        if isinstance(middleware, SummarizationMiddleware):
+            middleware.presummaries.settle()
     return run
 
 

@@ -252,6 +252,14 @@ class Presummaries:
             if self.items.get(session_id) is ready:
                 self.items[session_id] = pinned
 
+    def settle(self) -> None:
+        """Wait for every pre-summary in flight: a report made after a run then counts
+        what each one cost, whatever the pool's threads were doing when the run ended."""
+        with self._lock:
+            works = [item.work for item in self.items.values()]
+        for work in works:
+            work.exception()  # waits; a failure is the caller's to report, not this one's
+
     def take(self, call: ModelCall) -> tuple[Presummary, ...]:
         """The session's pre-summaries to try at the trigger, in order (none pending after)."""
         with self._lock:
