@@ -23,6 +23,7 @@ import contextvars
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -181,7 +182,12 @@ class Presummaries:
         """The summary, with the usage and cost of the pre-summaries it extends
         (``carried``): the record of the compaction that installs it accounts for the whole
         chain. Its estimate is made here, once, off the turn: every call in the band weighs it."""
+        began = time.monotonic()
         result = routed.finish(routed.ask(job))
+        if result.route is not None and result.route.name == "prefix":
+            # The range route times itself (``Pacer.timing``); the prefix one is timed here,
+            # under the job's model: the next start is paced on what summaries take.
+            self.pacer.took(job.model, time.monotonic() - began)
         if carried is not None:
             result = _carrying(result, carried)
         return result, self.pacer.ready_at(started), self.estimator.estimate(result.text)
