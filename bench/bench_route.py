@@ -59,12 +59,12 @@ def replay(path: Path, window: int, model: str, env: dict[str, str]) -> Any:
     return json.loads(out.getvalue()) if code == 0 else None
 
 
-def summary_cost(report: dict[str, Any]) -> float:
-    """Every range-route call plus every prefix-route call (estimated, USD)."""
-    by_range = report["summarizer_cost"]
-    prefix = report["prefix_summary_cost"]
-    by_prefix = 0.0 if prefix is None else prefix["cost_usd"]
-    return float(by_range["input_cost_usd"] + by_range["output_cost_usd"] + by_prefix)
+def summary_cost(report: dict[str, Any], part: str = "") -> float:
+    """Every range-route call plus every prefix-route call (estimated, USD); ``part``
+    ``"input"`` or ``"output"``: that part only."""
+    by_range, prefix = report["summarizer_cost"], report["prefix_summary_cost"] or {}
+    parts = (part,) if part else ("input", "output")
+    return float(sum(by_range[f"{p}_cost_usd"] + prefix.get(f"{p}_cost_usd", 0.0) for p in parts))
 
 
 def cell(report: dict[str, Any] | None) -> str:
@@ -74,20 +74,29 @@ def cell(report: dict[str, Any] | None) -> str:
     return f"${summary_cost(report):.3f} ({routes['prefix']}p/{routes['range']}r)"
 
 
-def row(path: Path, window: int, label: str, model: str, env: dict[str, str], round_2: bool) -> str:
-    runs = [{**env, "HANGO_SUMMARY_ROUTE": route} for route in ROUTES]
-    reports = [replay(path, window, model, run) for run in [*runs, *([ROUND_2] if round_2 else [])]]
-    ratios = " / ".join(str(r["cache"]["read_ratio"]) if r else "-" for r in reports[:2])
-    cells = " | ".join(cell(report) for report in reports)
-    auto = reports[0]
-    paced = "-" if auto is None else _paced(auto)
-    costs = [None if r is None else summary_cost(r) for r in reports]
+def columns(key: str, env: dict[str, str]) -> dict[str, dict[str, str]]:
+    """The runs of one table's row, by column title."""
+    runs = {route: {**env, "HANGO_SUMMARY_ROUTE": route} for route in ROUTES}
+    if key == "on":
+        runs["round-2 (fixed 0.70, range)"] = ROUND_2
+        runs["fixed 0.70, auto"] = {**ROUND_2, "HANGO_SUMMARY_ROUTE": "auto"}
+    return runs
+
+
+def row(path: Path, window: int, label: str, model: str, runs: dict[str, dict[str, str]]) -> Any:
+    reports = {title: replay(path, window, model, run) for title, run in runs.items()}
+    auto, base = reports["auto"], [reports["range"], reports.get("round-2 (fixed 0.70, range)")]
+    costs = [None if r is None else summary_cost(r) for r in (auto, *base)]
     shares = " / ".join(
-        f"{costs[0] / base:.2f}x" if costs[0] is not None and base else "-"
-        for base in costs[1:2] + costs[3:]
+        f"{costs[0] / cost:.2f}x" if costs[0] is not None and cost else "-" for cost in costs[1:]
     )
+    ratios = " / ".join(str(r["cache"]["read_ratio"]) if r else "-" for r in (auto, *base) if r)
+    cells = " | ".join(cell(report) for report in reports.values())
+    paced = "-" if auto is None else _paced(auto)
     name = path.name.removesuffix(".json")
-    return f"| {name} | {window:,} | {label} | {cells} | {shares} | {paced} | {ratios} |"
+    print(f"| {name} | {window:,} | {label} | {cells} | {shares} | {paced} | {ratios} |")
+    sys.stdout.flush()
+    return reports
 
 
 def _paced(report: dict[str, Any]) -> str:
@@ -96,29 +105,40 @@ def _paced(report: dict[str, Any]) -> str:
     return f"{hit}, {waits['p50'] if waits['p50'] is not None else '-'} ms"
 
 
+def totals(label: str, rows: list[dict[str, Any]]) -> None:
+    """Per column over the corpus: the total, and its input and output parts."""
+    print(f"\ntotals at {label} (input + output):")
+    for title in rows[0]:
+        reports = [r[title] for r in rows if r[title] is not None]
+        spent_in = sum(summary_cost(r, "input") for r in reports)
+        spent_out = sum(summary_cost(r, "output") for r in reports)
+        total = spent_in + spent_out
+        print(f"- {title}: ${total:.3f} (${spent_in:.3f} + ${spent_out:.3f}), {len(reports)} runs")
+
+
 def main() -> None:
     transcripts = corpus_transcripts()
     if not transcripts:
         return
-    chosen = sys.argv[1:] or list(TABLES)
     windows = {path: compacting_window(path) for path in transcripts}
-    for key in chosen:
+    for key in sys.argv[1:] or list(TABLES):
         title, env = TABLES[key]
-        round_2 = key == "on"
-        extra = " | round-2 (fixed 0.70, range)" if round_2 else ""
+        runs = columns(key, env)
+        twice = " / round-2" if key == "on" else ""
         print(f"\n{title}; cells: estimated cost (prefix / range compactions)")
         print(
-            f"| transcript | window | agent | auto | range | prefix{extra} | auto / range"
-            f"{' / round-2' if round_2 else ''} | auto: hit rate, wait p50 "
-            "| read ratio auto / range |"
+            f"| transcript | window | agent | {' | '.join(runs)} | auto / range{twice} "
+            f"| auto: hit rate, wait p50 | read ratio auto / range{twice} |"
         )
-        print("|---|---:|---|---:|---:|---:|" + ("---:|" if round_2 else "") + "---:|---:|---:|")
+        print("|---|---:|---|" + "---:|" * len(runs) + "---:|---:|---:|")
+        by_model: dict[str, list[dict[str, Any]]] = {label: [] for label in MODELS}
         for path, window in windows.items():
-            if window is None:
-                continue
             for label, model in MODELS.items():
-                print(row(path, window, label, model, env, round_2))
-                sys.stdout.flush()
+                if window is not None:
+                    by_model[label].append(row(path, window, label, model, runs))
+        for label, rows in by_model.items():
+            if rows:
+                totals(label, rows)
 
 
 if __name__ == "__main__":

@@ -168,10 +168,13 @@ class EstimatedPrefix:
     def to_json(self, price: Price) -> dict[str, Any]:
         """The calls, their summed usage and what it cost at ``price`` (the agent's)."""
         usage = self.usage
+        output = price.output_cost(usage.output_tokens)
         return {
             "calls": self.calls,
             "input_tokens": usage.input_tokens,
             "cache_read_input_tokens": usage.cache_read_input_tokens or 0,
             "output_tokens": usage.output_tokens,
+            "input_cost_usd": round(usage_cost(usage, price) - output, 6),
+            "output_cost_usd": round(output, 6),
             "cost_usd": round(usage_cost(usage, price), 6),
         }
