@@ -188,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
             report["prefix_summary_cost"] = (
                 None
                 if prefix_summarizer is None
-                else prefix_summarizer.to_json(agent.profile.price)
+                else prefix_summarizer.calls.to_json(agent.profile.price)
             )
             report["trigger_compactions"] = stats.trigger_compactions_json(
                 summary_costs.profile.price
