@@ -85,7 +85,9 @@ def columns(key: str, env: dict[str, str]) -> dict[str, dict[str, str]]:
 
 def row(path: Path, window: int, label: str, model: str, runs: dict[str, dict[str, str]]) -> Any:
     reports = {title: replay(path, window, model, run) for title, run in runs.items()}
-    auto, base = reports["auto"], [reports["range"], reports.get("round-2 (fixed 0.70, range)")]
+    auto, base = reports["auto"], [reports["range"]]
+    if "round-2 (fixed 0.70, range)" in reports:
+        base.append(reports["round-2 (fixed 0.70, range)"])
     costs = [None if r is None else summary_cost(r) for r in (auto, *base)]
     shares = " / ".join(
         f"{costs[0] / cost:.2f}x" if costs[0] is not None and cost else "-" for cost in costs[1:]
