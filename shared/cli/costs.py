@@ -19,12 +19,15 @@ from typing import Any
 
 from hango.compaction.jobs import Summarizer, SummaryJob, SummaryResult
 from hango.compaction.prefix import prefix_instruction_of
+from hango.compaction.route import usage_cost
 from hango.compaction.summary_prompt import build_summary_request
 from hango.core.messages import Request, Response, Usage
+from hango.core.price import Price
 from hango.core.profiles import ModelProfile, Profiles
 from hango.core.settings import Settings
 from hango.cost.meter import CacheMeter, cache_json, estimated_sizes
 from hango.middleware.observer import NullObserver
+from hango.middleware.summary_route import PrefixSummarizer
 from hango.providers.base import Capabilities, Provider
 from hango.summarizers.llm import DEFAULT_SUMMARY_MAX_TOKENS
 from hango.tokens import make_estimator
@@ -134,14 +137,59 @@ class EstimatedSummaries:
         return result if result.usage is not None else result.model_copy(update={"usage": usage})
 
 
+class PrefixCalls:
+    """Every prefix-route summary call's usage, summed: a pre-summary's that was never
+    installed too, so a run's prefix-route cost is all of it, not only what the
+    compaction records carry (priced at the agent's model: the route is its calls)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.usage = Usage()
+        self._lock = threading.Lock()  # pre-summaries are made on pool threads
+
+    def add(self, usage: Usage | None) -> None:
+        with self._lock:
+            self.calls += 1
+            self.usage = self.usage if usage is None else self.usage.plus(usage)
+
+    def to_json(self, price: Price) -> dict[str, Any]:
+        """The calls, their summed usage and what it cost at ``price``."""
+        usage = self.usage
+        whole, output = usage_cost(usage, price), price.output_cost(usage.output_tokens)
+        return {
+            "calls": self.calls,
+            "input_tokens": usage.input_tokens,
+            "cache_read_input_tokens": usage.cache_read_input_tokens or 0,
+            "output_tokens": usage.output_tokens,
+            "input_cost_usd": round(whole - output, 6),
+            "output_cost_usd": round(output, 6),
+            "cost_usd": round(whole, 6),
+        }
+
+
+class MeteredPrefix:
+    """Makes prefix-route summaries as ``inner`` does, summing each call's usage."""
+
+    def __init__(self, inner: PrefixSummarizer, calls: PrefixCalls) -> None:
+        self.inner = inner
+        self.calls = calls
+
+    def summarize(self, job: SummaryJob, request: Request) -> SummaryResult:
+        result = self.inner.summarize(job, request)
+        self.calls.add(result.usage)
+        return result
+
+
 class EstimatedPrefix:
     """The prefix route offline: ``inner``'s summary of the job, carrying the usage the
     prefix request would have had (estimated): all but its instruction read from the
-    cache, the instruction fresh, the returned text as output."""
+    cache, the instruction fresh, the returned text as output; every call summed in
+    ``calls``."""
 
     def __init__(self, inner: Summarizer, estimator: Estimator) -> None:
         self.inner = inner
         self.estimator = estimator
+        self.calls = PrefixCalls()
 
     def summarize(self, job: SummaryJob, request: Request) -> SummaryResult:
         result = self.inner.summarize(job)
@@ -152,4 +200,5 @@ class EstimatedPrefix:
             cache_read_input_tokens=max(0, total - fresh),
             output_tokens=self.estimator.estimate(result.text),
         )
+        self.calls.add(usage)
         return result.model_copy(update={"usage": usage})

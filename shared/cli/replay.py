@@ -64,7 +64,6 @@ from hango.core.settings import Settings, load_settings
 from hango.cost.meter import CacheMeter, cache_json, estimated_sizes, recorded_report
 from hango.history.paths import conversation_history_path
 from hango.tokens import make_estimator
-from hango.tokens.base import Estimator
 from hango.wiring.agent import Agent, build_agent
 
 # Time between two model calls of a transcript without timestamps: a tool round of a
@@ -140,6 +139,9 @@ def run(args: argparse.Namespace) -> int:
             stats = RunStats()
             chat, summary, observer = instrumented(handle, replies, summarizer_provider or replies)
             _, summary_costs = run_costs(settings)
+            prefix_summarizer = (
+                None if summarizer_provider else EstimatedPrefix(ExtractiveSummarizer(), estimator)
+            )
             agent = build_agent(
                 settings,
                 provider=chat,
@@ -156,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
                 system_prompt=transcript.system,
                 clock=clock,
                 summary_seconds=args.summarizer_latency,
-                **_prefix_route(summarizer_provider is None, estimator),
+                **_prefix_route(prefix_summarizer),
             )
             session_id = replay_session_id(args.transcript, agent)
             meter = CacheMeter(agent.profile, estimated_sizes(estimator))
@@ -183,6 +185,11 @@ def run(args: argparse.Namespace) -> int:
                 **summary_costs.to_json(),
                 "estimated": summarizer_provider is None,
             }
+            report["prefix_summary_cost"] = (
+                None
+                if prefix_summarizer is None
+                else prefix_summarizer.calls.to_json(agent.profile.price)
+            )
             report["trigger_compactions"] = stats.trigger_compactions_json(
                 summary_costs.profile.price
             )
@@ -194,12 +201,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _prefix_route(extractive: bool, estimator: Estimator) -> dict[str, Any]:
+def _prefix_route(prefix: EstimatedPrefix | None) -> dict[str, Any]:
     """How replay makes a prefix-route summary: by extraction, priced as the prefix request
     would have been (estimated); with a model summarizer the route is closed, because the
     agent's replies are recorded and cannot answer a summary request."""
-    if extractive:
-        return {"prefix_summarizer": EstimatedPrefix(ExtractiveSummarizer(), estimator)}
+    if prefix is not None:
+        return {"prefix_summarizer": prefix}
     return {"prefix_closed": "replay: the agent's replies are recorded"}
 
 

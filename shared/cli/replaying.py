@@ -31,6 +31,7 @@ from hango.core.messages import (
     ToolResultBlock,
     Usage,
 )
+from hango.middleware.summarization import SummarizationMiddleware
 from hango.providers.base import Capabilities
 from hango.tokens import Estimator
 from hango.tokens.measure import RequestEstimate
@@ -227,7 +228,17 @@ def replay_transcript(
             loop.end_turn(ctx, status="failed", error=f"{type(error).__name__}: {error}")
             raise
         run.turn_done(loop.end_turn(ctx))
+    settle_presummaries(loop)
     return run
+
+
+def settle_presummaries(loop: AgentLoop) -> None:
+    """Wait for the pre-summaries still in flight. One dispatched near the end is spent
+    money too: its calls are then counted whether or not its thread had finished when the
+    run ended (else the same run reports 3 summarizer calls one time, 4 the next)."""
+    for middleware in loop.chain:
+        if isinstance(middleware, SummarizationMiddleware):
+            middleware.presummaries.settle()
 
 
 class _RawTokens:

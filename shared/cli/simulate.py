@@ -17,7 +17,7 @@ import time
 from statistics import mean
 from typing import Any
 
-from hango.cli.costs import AnsweredCalls, MeteredProvider, run_costs
+from hango.cli.costs import AnsweredCalls, MeteredPrefix, MeteredProvider, PrefixCalls, run_costs
 from hango.cli.errors import hango_command, store_flags
 from hango.cli.output import (
     by_reason,
@@ -36,6 +36,7 @@ from hango.cli.output import (
 )
 from hango.cli.parsing import add_store_options, positive_int, summary
 from hango.cli.progress import LiveProgress, RunStats
+from hango.cli.replaying import settle_presummaries
 from hango.cli.wiring import (
     anthropic_provider,
     history_file,
@@ -49,6 +50,7 @@ from hango.core.messages import Request
 from hango.core.settings import Settings, load_settings
 from hango.middleware.observer import NullObserver
 from hango.middleware.pacing import SteppedClock
+from hango.middleware.summary_route import ProviderPrefix
 from hango.providers.base import Provider
 from hango.simulate.runner import Simulation, SimulationOutcome, build_simulation, scripted_model
 
@@ -155,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
     progress = LiveProgress(stats, turns=args.turns, window=args.max_input_tokens)
     clock = CallClock(model_latency)
     agent_costs, summary_costs = run_costs(settings)
+    prefix_calls = PrefixCalls()
     with telemetry(instrument_celery=args.queue) as handle:
         chat, summary, observer = instrumented(handle, provider, provider)
         simulation = build_simulation(
@@ -165,16 +168,24 @@ def run(args: argparse.Namespace) -> int:
             session_id=args.session,
             observers=(stats, progress, observer, AnsweredCalls(agent_costs), clock),
             model=model,
-            pacing=simulated_pacing(args, settings, clock),
+            pacing={
+                **(simulated_pacing(args, settings, clock) or {}),
+                # Every prefix-route call summed (the queued path has none).
+                "prefix_summarizer": MeteredPrefix(
+                    ProviderPrefix(summary, settings.summarizer_timeout), prefix_calls
+                ),
+            },
         )
         started = time.monotonic()
         with progress:
             outcome = simulation.run(args.turns, progress.turn_done)
+            settle_presummaries(simulation.agent.loop)
         elapsed = time.monotonic() - started
         simulation.agent.store.engine.dispose()
     report = simulation_report(args, settings, simulation, outcome, stats, elapsed)
     report["cache"] = agent_costs.to_json()
     report["summarizer_cost"] = summary_costs.to_json()
+    report["prefix_summary_cost"] = prefix_calls.to_json(agent_costs.profile.price)
     report["trigger_compactions"] = stats.trigger_compactions_json(summary_costs.profile.price)
     if args.json:
         print_json(report)

@@ -99,6 +99,11 @@ class Pacer:
         """``summarizer``, its latency recorded under the job's model on every summary."""
         return _Timed(summarizer, self)
 
+    def took(self, model: str, seconds: float) -> None:
+        """A summary by ``model`` took ``seconds`` (on a simulated clock: its latency)."""
+        simulated = self.summary_seconds
+        self.latencies.record(model, seconds if simulated is None else simulated)
+
     def ready_at(self, started: float) -> float:
         """On the clock: when a summary started at ``started`` and finished just now was ready."""
         if self.summary_seconds is not None:
@@ -146,7 +151,5 @@ class _Timed:
     def summarize(self, job: SummaryJob) -> SummaryResult:
         began = time.monotonic()
         result = self.inner.summarize(job)
-        took = time.monotonic() - began
-        simulated = self.pacer.summary_seconds
-        self.pacer.latencies.record(job.model, took if simulated is None else simulated)
+        self.pacer.took(job.model, time.monotonic() - began)
         return result

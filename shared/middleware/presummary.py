@@ -8,6 +8,10 @@ its text, and the ready one stays the fallback until the extension is ready. Not
 offloaded here: the range goes to the history file when a compaction installs it, so a
 replaced pre-summary writes nothing and each evicted message is written once.
 
+Each is routed when it is dispatched, as a summary at the trigger is
+(``summary_route.py``): on the warm prefix of the request the session sent last, or by
+the summarizer over its range, whichever is expected to cost less.
+
 Whether a ready pre-summary still holds is checked on every call in the band, in O(1):
 by the identity of its range's stored objects, the fingerprint made at dispatch compared
 only when those objects are others (the session was read back from the store).
@@ -19,6 +23,7 @@ import contextvars
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,6 +36,7 @@ from hango.core.profiles import ModelProfile
 from hango.middleware.base import ModelCall
 from hango.middleware.evicted import seq_at, stored_before
 from hango.middleware.pacing import Pacer
+from hango.middleware.summary_route import RoutedSummary, SummaryRouter
 from hango.tokens.base import Estimator
 from hango.tokens.measure import RequestEstimate
 
@@ -83,12 +89,14 @@ class Presummaries:
         estimate: RequestEstimate,
         work: Work,
         pacer: Pacer,
+        router: SummaryRouter,
     ) -> None:
         self.profile = profile
         self.estimator = estimator
         self.estimate = estimate
         self._work = work
         self.pacer = pacer
+        self.router = router
         self.items: dict[str, Presummary] = {}
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
@@ -112,12 +120,16 @@ class Presummaries:
         at = boundary(self.pacer.messages_ahead(call.session_id, tokens, trigger))
         evicted = () if at is None else stored_before(call, seq_at(call, at))
         extended = current if usable else None
-        if not evicted or (extended and evicted[-1].seq <= extended.pending.to_seq):
+        if at is None or not evicted or (extended and evicted[-1].seq <= extended.pending.to_seq):
             return  # nothing, or nothing more than the pre-summary it would replace covers
-        self._start(call, evicted, extended)
+        self._start(call, evicted, extended, at)
 
     def _start(
-        self, call: ModelCall, evicted: tuple[StoredMessage, ...], extended: Presummary | None
+        self,
+        call: ModelCall,
+        evicted: tuple[StoredMessage, ...],
+        extended: Presummary | None,
+        at: int,
     ) -> None:
         previous = call.run_state.latest
         pending = PendingSummary(
@@ -131,8 +143,9 @@ class Presummaries:
         # The dispatching turn's context (its trace span) goes along to the pool's thread.
         context = contextvars.copy_context()
         started = self.pacer.clock()
-        carried = None if extended is None else extended.work.result()[0].usage
-        work = self._threads().submit(context.run, self._summary, job, started, carried)
+        routed = self._routed(call, job, extended, at)
+        carried = None if extended is None else extended.work.result()[0]
+        work = self._threads().submit(context.run, self._summary, routed, job, started, carried)
         fallback = None if extended is None else dataclasses.replace(extended, fallback=None)
         presummary = Presummary(
             pending, work, evicted[0], evicted[-1], len(evicted), started, fallback, job.ref()
@@ -148,16 +161,35 @@ class Presummaries:
             job.to_seq,
         )
 
+    def _routed(
+        self, call: ModelCall, job: SummaryJob, extended: Presummary | None, at: int
+    ) -> RoutedSummary:
+        """The job routed now, on the turn's thread: its range priced as the job reads it
+        (an extension: the messages past the one it extends, on top of that one's text)."""
+        _, before = self.estimate.split(call.request, at)
+        range_tokens = before
+        if extended is not None:
+            index = call.index_of(extended.pending.to_seq + 1) or 0
+            range_tokens -= self.estimate.split(call.request, index)[1]
+            range_tokens += extended.work.result()[2]
+        # The least room a compaction at the trigger leaves its summary (compacting.py).
+        room = self.profile.target_tokens // 4
+        return self.router.begin_presummary(call, at, room, range_tokens, self._work)
+
     def _summary(
-        self, job: SummaryJob, started: float, carried: Usage | None
+        self, routed: RoutedSummary, job: SummaryJob, started: float, carried: SummaryResult | None
     ) -> tuple[SummaryResult, float, int]:
-        """The summary, with the usage of the pre-summaries it extends (``carried``): the
-        record of the compaction that installs it accounts for the whole chain. Its
-        estimate is made here, once, off the turn: every call in the band weighs it."""
-        result = self._work(job)
+        """The summary, with the usage and cost of the pre-summaries it extends
+        (``carried``): the record of the compaction that installs it accounts for the whole
+        chain. Its estimate is made here, once, off the turn: every call in the band weighs it."""
+        began = time.monotonic()
+        result = routed.finish(routed.ask(job))
+        if result.route is not None and result.route.name == "prefix":
+            # The range route times itself (``Pacer.timing``); the prefix one is timed here,
+            # under the job's model: the next start is paced on what summaries take.
+            self.pacer.took(job.model, time.monotonic() - began)
         if carried is not None:
-            usage = carried if result.usage is None else carried.plus(result.usage)
-            result = result.model_copy(update={"usage": usage})
+            result = _carrying(result, carried)
         return result, self.pacer.ready_at(started), self.estimator.estimate(result.text)
 
     def _outgrown(self, call: ModelCall, current: Presummary, tokens: int) -> bool:
@@ -226,6 +258,14 @@ class Presummaries:
             if self.items.get(session_id) is ready:
                 self.items[session_id] = pinned
 
+    def settle(self) -> None:
+        """Wait for every pre-summary in flight: a report made after a run then counts
+        what each one cost, whatever the pool's threads were doing when the run ended."""
+        with self._lock:
+            works = [item.work for item in self.items.values()]
+        for work in works:
+            work.exception()  # waits; a failure is the caller's to report, not this one's
+
     def take(self, call: ModelCall) -> tuple[Presummary, ...]:
         """The session's pre-summaries to try at the trigger, in order (none pending after)."""
         with self._lock:
@@ -253,6 +293,18 @@ class Presummaries:
             pending.to_seq,
         )
         return None
+
+
+def _carrying(result: SummaryResult, carried: SummaryResult) -> SummaryResult:
+    """``result`` with ``carried``'s usage added, and its route's cost."""
+    usage: Usage | None = carried.usage
+    if result.usage is not None:
+        usage = result.usage if usage is None else usage.plus(result.usage)
+    route = result.route
+    earlier = carried.route.cost_usd if carried.route is not None else None
+    if route is not None and earlier is not None:
+        route = route.model_copy(update={"cost_usd": (route.cost_usd or 0.0) + earlier})
+    return result.model_copy(update={"usage": usage, "route": route})
 
 
 def _job(

@@ -99,6 +99,7 @@ class SummarizationMiddleware(Compacting, PassThrough):
             estimate=self.figure.estimate,
             work=self._summary,
             pacer=self.pacer,
+            router=self.router,
         )
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:

@@ -10,8 +10,12 @@ the reason recorded) when the provider does not cache prompts, when no request w
 for the session in this process, when the last one is older than the cache's 5-minute
 lifetime on the pacer's clock, or when the evicted range is not inside it.
 
-A prefix reply that calls a tool, is empty or fails falls back to the range route; its
-cost stays in the record's real cost. Pre-summaries and queued summaries take the range
+A pre-summary (made ahead of the trigger on a pool thread) is routed by the same rule
+when it is dispatched: the prefix is the request the session sent last (answered, so
+warm), the instruction names the messages the pre-summary's cut keeps, and its expected
+range cost is the job's own range (only the messages past a pre-summary it extends, on
+top of that one's text). A prefix reply that calls a tool, is empty or fails falls back to
+the range route; its cost stays in the record's real cost. Queued summaries take the range
 route (the prefix route needs the exact last request, which only this process holds).
 """
 
@@ -53,6 +57,8 @@ PREFIX_SUMMARIZER = "prefix"
 RangeAsk = Callable[[SummaryJob], SummaryResult]
 
 PRESUMMARY_REASON = "pre-summary: made ahead of the trigger, over the range"
+# What a pre-summary's route reason opens with (the record tells it from the trigger's).
+PRESUMMARY_OPENING = "pre-summary: "
 
 
 @dataclass(frozen=True)
@@ -167,20 +173,31 @@ class SummaryRouter:
         self, call: ModelCall, job: SummaryJob, boundary: int, room: int, by_range: RangeAsk
     ) -> RoutedSummary:
         """One compaction's summary, routed: ask it with ``RoutedSummary.ask``."""
-        return RoutedSummary(self, self._choose(call, job, boundary, room), by_range)
-
-    def presummarized(self, result: SummaryResult) -> SummaryResult:
-        """A pre-summary's result with its route: always the range."""
-        cost = usage_cost(result.usage, self.prices.summarizer)
-        route = SummaryRoute(name="range", reason=PRESUMMARY_REASON, cost_usd=cost)
-        return result.model_copy(update={"route": route})
-
-    def _choose(self, call: ModelCall, job: SummaryJob, boundary: int, room: int) -> _Choice:
-        output = min(room, DEFAULT_SUMMARY_MAX_TOKENS)
         # The range's size from the copy's running per-message estimates (the messages
         # before the cut, the previous summary included, as the range prompt carries
         # them), not from rendering and tokenizing the whole prompt just to price it.
         evicted = self.estimate.split(call.request, boundary)[1]
+        return RoutedSummary(self, self._choose(call, boundary, room, evicted), by_range)
+
+    def begin_presummary(
+        self, call: ModelCall, boundary: int, room: int, range_tokens: int, by_range: RangeAsk
+    ) -> RoutedSummary:
+        """A pre-summary's summary, routed when it is dispatched (on the turn's thread):
+        ``boundary`` is its cut in ``call``'s messages, ``range_tokens`` what its range job
+        reads (the previous summary it builds on included)."""
+        choice = self._choose(call, boundary, room, range_tokens)
+        return RoutedSummary(self, choice, by_range, opening=PRESUMMARY_OPENING)
+
+    def presummarized(self, result: SummaryResult) -> SummaryResult:
+        """A pre-summary's result with its route: as routed at dispatch, else the range."""
+        if result.route is not None:
+            return result
+        cost = usage_cost(result.usage, self.prices.summarizer)
+        route = SummaryRoute(name="range", reason=PRESUMMARY_REASON, cost_usd=cost)
+        return result.model_copy(update={"route": route})
+
+    def _choose(self, call: ModelCall, boundary: int, room: int, evicted: int) -> _Choice:
+        output = min(room, DEFAULT_SUMMARY_MAX_TOKENS)
         by_range = expected_range_cost(self._prompt + evicted, output, self.prices.summarizer)
         if self.setting == "range":
             return _Choice("range", "HANGO_SUMMARY_ROUTE=range", None, by_range)
@@ -233,10 +250,14 @@ def _kept_verbatim(call: ModelCall, sent: Request, boundary: int) -> int | None:
 class RoutedSummary:
     """One compaction's summary on its chosen route; every call it makes is priced."""
 
-    def __init__(self, router: SummaryRouter, choice: _Choice, by_range: RangeAsk) -> None:
+    def __init__(
+        self, router: SummaryRouter, choice: _Choice, by_range: RangeAsk, *, opening: str = ""
+    ) -> None:
         self.router = router
         self.choice = choice
         self.by_range = by_range
+        # What the recorded reason opens with: a pre-summary's says it is one.
+        self.opening = opening
         self.spent = 0.0
         self.failed: str | None = None
 
@@ -269,6 +290,7 @@ class RoutedSummary:
         choice = self.choice
         name: RouteName = "prefix" if choice.name == "prefix" and not self.failed else "range"
         reason = choice.reason if self.failed is None else f"prefix fell back: {self.failed}"
+        reason = self.opening + reason
         route = SummaryRoute(
             name=name,
             reason=reason,

@@ -153,6 +153,7 @@ SIMULATE_KEYS: dict[str, type | tuple[type, ...]] = {
     "elapsed_seconds": float,
     "cache": dict,
     "summarizer_cost": dict,
+    "prefix_summary_cost": dict,
 }
 COMPACTION_KEYS = {
     "turn", "reason", "tokens_before", "tokens_after", "evicted_messages", "kept_from_seq",
