@@ -155,6 +155,10 @@ def run(args: argparse.Namespace) -> int:
                 extra_tools=transcript_tools(transcript),
                 system_prompt=transcript.system,
                 clock=clock,
+                # The same estimator object as the recorded provider's: the session's
+                # outgoing copy keeps running sums for its own estimator only, so another
+                # instance made the provider's window check walk every message per call.
+                estimator=estimator,
                 summary_seconds=args.summarizer_latency,
                 **_prefix_route(summarizer_provider is None, estimator),
             )
