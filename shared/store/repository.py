@@ -25,7 +25,20 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import sqlalchemy
-from sqlalchemy import Connection, Engine, Row, Text, bindparam, cast, event, func, select, update
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Engine,
+    Float,
+    Row,
+    Text,
+    bindparam,
+    cast,
+    event,
+    func,
+    select,
+    update,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
@@ -89,9 +102,26 @@ _WRITE_COUNTERS = (
         compactions=bindparam("count", type_=sessions.c.compactions.type),
     )
 )
-_MESSAGES_OF = select(
-    messages.c.seq, messages.c.turn, cast(messages.c.content, Text).label("content")
-).where(messages.c.session_id == bindparam("sid"))
+# With usage: the sums grow by increments in the same statement (no read can race it).
+_WRITE_COUNTERS_AND_USAGE = _WRITE_COUNTERS.values(
+    cache_read_tokens=sessions.c.cache_read_tokens + bindparam("read", type_=BigInteger()),
+    cache_write_tokens=sessions.c.cache_write_tokens + bindparam("write", type_=BigInteger()),
+    uncached_input_tokens=sessions.c.uncached_input_tokens
+    + bindparam("uncached", type_=BigInteger()),
+    output_tokens=sessions.c.output_tokens + bindparam("output", type_=BigInteger()),
+    input_cost_usd=sessions.c.input_cost_usd + bindparam("cost", type_=Float()),
+)
+# Seqs run from 1 and fit the column's 32-bit integer: these bounds leave none out.
+_ALL_SEQS = (0, 2**31 - 1)
+_MESSAGES_BETWEEN = (
+    select(messages.c.seq, messages.c.turn, cast(messages.c.content, Text).label("content"))
+    .where(
+        messages.c.session_id == bindparam("sid"),
+        messages.c.seq >= bindparam("lo"),
+        messages.c.seq <= bindparam("hi"),
+    )
+    .order_by(messages.c.seq)
+)
 
 
 @dataclass(frozen=True)
@@ -294,9 +324,14 @@ class Store:
         usage: UsageTotals | None,
     ) -> None:
         statement = _WRITE_COUNTERS
+        bound: dict[str, Any] = {
+            "sid": session_id,
+            "tokens": last_input_tokens,
+            "count": compactions,
+        }
         if usage is not None and usage.calls:
-            statement = statement.values(**_usage_increments(usage))
-        bound = {"sid": session_id, "tokens": last_input_tokens, "count": compactions}
+            statement = _WRITE_COUNTERS_AND_USAGE
+            bound.update(_usage_increments(usage))
         if conn.execute(statement, bound).rowcount == 0:
             raise UnknownSessionError(session_id, database=self.where)
 
@@ -432,13 +467,13 @@ class Store:
         # The content as the text stored, parsed and validated in one pass by pydantic: a
         # restarted process reads a long session at once, and decoding it to dicts first
         # (the JSON type's own processing) was most of that read.
-        query = _MESSAGES_OF
-        if from_seq is not None:
-            query = query.where(messages.c.seq >= from_seq)
-        if to_seq is not None:
-            query = query.where(messages.c.seq <= to_seq)
+        bounds = {
+            "sid": session_id,
+            "lo": _ALL_SEQS[0] if from_seq is None else from_seq,
+            "hi": _ALL_SEQS[1] if to_seq is None else to_seq,
+        }
         with self.engine.connect() as conn:
-            rows = conn.execute(query.order_by(messages.c.seq), {"sid": session_id}).all()
+            rows = conn.execute(_MESSAGES_BETWEEN, bounds).all()
         return [
             StoredMessage(
                 seq=row.seq, turn=row.turn, message=Message.model_validate_json(row.content)
@@ -735,13 +770,13 @@ def _aware(moment: datetime) -> datetime:
 
 
 def _usage_increments(usage: UsageTotals) -> dict[str, Any]:
-    columns = sessions.c
+    """The parameters of ``_WRITE_COUNTERS_AND_USAGE``."""
     return {
-        "cache_read_tokens": columns.cache_read_tokens + usage.read_tokens,
-        "cache_write_tokens": columns.cache_write_tokens + usage.write_tokens,
-        "uncached_input_tokens": columns.uncached_input_tokens + usage.uncached_tokens,
-        "output_tokens": columns.output_tokens + usage.output_tokens,
-        "input_cost_usd": columns.input_cost_usd + usage.input_cost_usd,
+        "read": usage.read_tokens,
+        "write": usage.write_tokens,
+        "uncached": usage.uncached_tokens,
+        "output": usage.output_tokens,
+        "cost": usage.input_cost_usd,
     }
 
 
