@@ -713,6 +713,27 @@ def _sqlite_engine(url: str, database: str | None, *, create_directory: bool) ->
     return engine
 
 
+def scratch_sqlite_engine(url: str) -> Engine:
+    """A SQLite engine for a database thrown away when its process ends (``hango replay``'s
+    own, when no ``--database-url`` is given): commits are not synced to disk.
+
+    Only for a file nobody keeps: a crash of the machine could leave it corrupt, which is
+    no loss for a scratch file and would be one for a user's database.
+    """
+    if make_url(url).get_backend_name() != "sqlite":
+        raise ValueError(f"a scratch database is a SQLite file, not {url!r}")
+    engine = engine_from_url(url)
+    event.listen(engine, "connect", _unsynced)
+    return engine
+
+
+def _unsynced(dbapi_connection: Any, _record: Any) -> None:
+    # Runs after the foreign-key listener (listeners run in order): WAL stays, syncs go.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA synchronous=OFF")
+    cursor.close()
+
+
 def _enable_sqlite_foreign_keys(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
