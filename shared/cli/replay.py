@@ -63,8 +63,9 @@ from hango.core.profiles import Profiles
 from hango.core.settings import Settings, load_settings
 from hango.cost.meter import CacheMeter, cache_json, estimated_sizes, recorded_report
 from hango.history.paths import conversation_history_path
+from hango.store.repository import Store, scratch_sqlite_engine
 from hango.tokens import make_estimator
-from hango.wiring.agent import Agent, build_agent
+from hango.wiring.agent import Agent, build_agent, open_store
 
 # Time between two model calls of a transcript without timestamps: a tool round of a
 # coding agent (an answer streamed, a tool run) takes seconds.
@@ -144,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
             )
             agent = build_agent(
                 settings,
+                store=replay_store(settings, args.database_url),
                 provider=chat,
                 summarizer_provider=(
                     MeteredProvider(summary, summary_costs) if summarizer_provider else None
@@ -157,6 +159,10 @@ def run(args: argparse.Namespace) -> int:
                 extra_tools=transcript_tools(transcript),
                 system_prompt=transcript.system,
                 clock=clock,
+                # The same estimator object as the recorded provider's: the session's
+                # outgoing copy keeps running sums for its own estimator only, so another
+                # instance made the provider's window check walk every message per call.
+                estimator=estimator,
                 summary_seconds=args.summarizer_latency,
                 **_prefix_route(prefix_summarizer),
             )
@@ -238,6 +244,17 @@ def replay_session_id(transcript: Path, agent: Agent) -> str:
         if agent.store.session(candidate) is None:
             return candidate
         digest = hashlib.sha256(digest.encode()).hexdigest()
+
+
+def replay_store(settings: Settings, database_url: str | None) -> Store:
+    """The store replay writes: the user's (``--database-url``) as any command opens it, or
+    a scratch SQLite file whose commits are not synced (it is deleted at the end; the
+    replay commits every appended message, as a live turn does)."""
+    if database_url:
+        return open_store(settings)
+    store = Store(scratch_sqlite_engine(settings.database_url))
+    store.migrate()
+    return store
 
 
 def replay_settings(args: argparse.Namespace, scratch: Path) -> Settings:
