@@ -28,6 +28,7 @@ from tests.unit.middleware.test_summary_route import (
     SYSTEM,
     Agentish,
     Clock,
+    answers_outlive_the_cache,
 )
 
 # Fresh reads at $15 per Mtok: the agent's cache reads at $0.30 are far cheaper.
@@ -146,14 +147,7 @@ def test_a_cheap_summarizer_makes_the_pre_summary_over_the_range(tmp_path: Path)
 
 def test_a_cold_prefix_never_makes_a_pre_summary(tmp_path: Path) -> None:
     clock = Clock()
-    original = ScriptedProvider.complete
-
-    def slow(self: ScriptedProvider, request: Request) -> Response:
-        clock.now += 301.0  # every answer takes longer than the cache lifetime
-        return original(self, request)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ScriptedProvider, "complete", slow)
+    with answers_outlive_the_cache(clock):
         _, script, records = run_paced(
             tmp_path,
             text_reply(SUMMARY),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,20 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+@contextlib.contextmanager
+def answers_outlive_the_cache(clock: Clock) -> Iterator[None]:
+    """Every scripted answer moves ``clock`` past the prompt cache's lifetime (300 s)."""
+    original = ScriptedProvider.complete
+
+    def slow(self: ScriptedProvider, request: Request) -> Response:
+        clock.now += 301.0
+        return original(self, request)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ScriptedProvider, "complete", slow)
+        yield
 
 
 def is_prefix_summary(request: Request) -> bool:
@@ -152,14 +168,7 @@ def test_warm_long_prefix_with_a_costly_summarizer_takes_the_prefix(tmp_path: Pa
 
 def test_a_cold_prefix_never_takes_the_prefix_route(tmp_path: Path) -> None:
     clock = Clock()
-    original = ScriptedProvider.complete
-
-    def slow(self: ScriptedProvider, request: Request) -> Response:
-        clock.now += 301.0  # every answer takes longer than the cache lifetime
-        return original(self, request)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ScriptedProvider, "complete", slow)
+    with answers_outlive_the_cache(clock):
         _, script, records = run(
             tmp_path,
             text_reply(SUMMARY),
