@@ -319,12 +319,6 @@ class Request(WireModel):
         )
         return json.dumps(fixed, separators=(",", ":")).encode()
 
-    def count_tokens_body(self) -> JsonObject:
-        """The body for ``/v1/messages/count_tokens`` (no ``max_tokens`` there)."""
-        body = self.api_body()
-        body.pop("max_tokens", None)
-        return body
-
 
 StopReason = Literal[
     "end_turn",

@@ -14,9 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 TOKENS_PER_MTOK = 1_000_000
 
-CACHE_WRITE_5M_MULTIPLIER = 1.25
-CACHE_READ_MULTIPLIER = 0.1
-
 
 class Price(BaseModel):
     """One model's rates in USD per million tokens (never negative, never inf or nan)."""
