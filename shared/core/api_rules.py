@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from hango.core.messages import Message, ToolResultBlock, ToolUseBlock, too_deep
+from hango.core.messages import Message, ToolResultBlock, ToolUseBlock, json_containers, too_deep
 
 TOOL_ID = re.compile(r"[a-zA-Z0-9_-]+")
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
@@ -62,14 +62,11 @@ def _shown(value: str) -> str:
 
 
 def _non_finite(value: Any) -> bool:
-    """Whether a NaN or an infinity is anywhere in ``value`` (iteratively: any depth)."""
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            return True
-        if isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, list | tuple):
-            pending.extend(item)
-    return False
+    """Whether a NaN or an infinity is anywhere in ``value``."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return any(
+        isinstance(item, float) and not math.isfinite(item)
+        for children, _ in json_containers(value)
+        for item in children
+    )

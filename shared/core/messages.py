@@ -83,26 +83,20 @@ class ToolUseBlock(WireModel):
 MAX_TOOL_INPUT_DEPTH = 100
 
 
-def json_depth(value: Any) -> int:
-    """How many levels of objects and arrays ``value`` nests (iteratively: any depth)."""
-    deepest = 0
-    pending: list[tuple[Any, int]] = [(value, 0)]
+def json_containers(value: Any) -> Iterator[tuple[Any, int]]:
+    """Every object and array in ``value`` with its depth from 1 (iteratively: any depth)."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
     while pending:
         item, depth = pending.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, depth + 1)
-        pending.extend((child, depth + 1) for child in children)
-    return deepest
+        children = item.values() if isinstance(item, dict) else item
+        if isinstance(item, dict | list | tuple):
+            yield children, depth
+            pending.extend((child, depth + 1) for child in children)
 
 
 def too_deep(use: ToolUseBlock) -> str | None:
     """Why ``use``'s input cannot be kept, or ``None``: named, with its depth and the limit."""
-    depth = json_depth(use.input)
+    depth = max((depth for _, depth in json_containers(use.input)), default=0)
     if depth <= MAX_TOOL_INPUT_DEPTH:
         return None
     return (
