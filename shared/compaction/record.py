@@ -115,16 +115,6 @@ class RunState(BaseModel):
             }
         )
 
-    def truncating_before(self, seq: int) -> RunState:
-        """Tool arguments of every message before ``seq`` are sent truncated from now on."""
-        return self.model_copy(update={"truncated_before_seq": max(seq, self.truncated_before_seq)})
-
-    def presummarizing(self, pending: PendingSummary | None) -> RunState:
-        return self.model_copy(update={"presummary": pending})
-
-    def forcing(self, reason: CompactionReason | None) -> RunState:
-        return self.model_copy(update={"force_compaction": reason})
-
     def next_turn(self) -> RunState:
         """The state a new turn starts from: what carries over, without this turn's records."""
         return self.model_copy(update={"compactions": ()})

@@ -119,7 +119,9 @@ class StateHolder:
         self.state = self.state.with_compaction(record)
 
     def truncate_before(self, seq: int) -> None:
-        self.state = self.state.truncating_before(seq)
+        """Tool arguments of every message before ``seq`` are sent truncated from now on."""
+        seq = max(seq, self.state.truncated_before_seq)
+        self.state = self.state.model_copy(update={"truncated_before_seq": seq})
 
     def correction(self, model: str) -> float | None:
         """The learned real-per-estimated-token figure of ``model``, if any."""
@@ -132,10 +134,10 @@ class StateHolder:
 
     def presummarize(self, pending: PendingSummary | None) -> None:
         """Note the pre-summary dispatched at the watermark (``None``: used or dropped)."""
-        self.state = self.state.presummarizing(pending)
+        self.state = self.state.model_copy(update={"presummary": pending})
 
     def force(self, reason: CompactionReason | None) -> None:
-        self.state = self.state.forcing(reason)
+        self.state = self.state.model_copy(update={"force_compaction": reason})
 
 
 @dataclass(frozen=True)

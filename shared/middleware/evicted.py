@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from operator import attrgetter
 
 from hango.compaction.head import head_message
 from hango.compaction.jobs import SummaryResult
@@ -45,7 +46,7 @@ def evicted_request(call: ModelCall, kept_from_seq: int) -> str | None:
     already took it out of ``call.stored``; the record of that cut carries it.
     """
     stored = call.stored
-    first = bisect.bisect_left(stored, call.turn, key=_turn_of)  # turns grow with the seq
+    first = bisect.bisect_left(stored, call.turn, key=attrgetter("turn"))  # turns grow with the seq
     opening = stored[first] if first < len(stored) and stored[first].turn == call.turn else None
     if opening is None or not opens_a_turn(opening.message):
         previous = call.run_state.latest
@@ -55,10 +56,6 @@ def evicted_request(call: ModelCall, kept_from_seq: int) -> str | None:
         return None
     text = opening.message.text()
     return text if text.strip() else None
-
-
-def _turn_of(stored: StoredMessage) -> int:
-    return stored.turn
 
 
 def opens_a_turn(message: Message) -> bool:
@@ -104,11 +101,7 @@ def stored_before(call: ModelCall, kept_from_seq: int) -> tuple[StoredMessage, .
 def _index_of(stored: Sequence[StoredMessage], seq: int) -> int:
     """The index in ``stored`` (in sequence order) of the first message at or after
     ``seq``: a binary search, so a cut tried many times costs no walk of the history."""
-    return bisect.bisect_left(stored, seq, key=_seq_of)
-
-
-def _seq_of(stored: StoredMessage) -> int:
-    return stored.seq
+    return bisect.bisect_left(stored, seq, key=attrgetter("seq"))
 
 
 class ArtifactPrefixes:
