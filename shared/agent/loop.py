@@ -91,20 +91,15 @@ class InputLimit:
 
 @dataclass
 class SessionMemory:
-    """What the loop keeps in memory of one session from call to call.
-
-    The session's stored messages (the very objects, so their estimates stay remembered)
-    and the outgoing copy built from them, which also answers the last guard's checks. A
-    loop keeps this for its :data:`SESSIONS_REMEMBERED` most recently used sessions; a
-    session it forgot is read back from the store on its next turn.
-    """
+    """One session's stored messages (the very objects, so their estimates stay remembered)
+    and the outgoing copy built from them, kept from call to call."""
 
     copy: OutgoingCopy
     transcript: list[StoredMessage] = field(default_factory=list)
 
 
-# One loop may serve many sessions for as long as its process lives: what it keeps per
-# session must not grow with every session it has ever seen.
+# One loop may serve many sessions for as long as its process lives: it remembers only the
+# most recently used ones (a forgotten one is read back from the store on its next turn).
 SESSIONS_REMEMBERED = 256
 
 
@@ -227,10 +222,8 @@ class AgentLoop:
     # -- a whole turn -------------------------------------------------------------------
 
     def run_turn(self, session_id: str, user_input: str | Message) -> TurnResult:
-        """One turn; while another process runs one on the session, wait for it first.
-
-        :class:`~hango.core.errors.SessionBusyError` when that wait runs out.
-        """
+        """One turn, after any turn another process runs on the session (``SessionBusyError``
+        when that wait runs out)."""
         message = self._user_message(user_input)
         with self._holding(session_id) as lease:
             return self._run_held_turn(session_id, message, lease)
@@ -579,15 +572,10 @@ class AgentLoop:
         request = base.model_copy(update={"messages": messages})
         # What the pipeline measured for the request that was refused: against the
         # provider's own figure it tells how far the measure undercounts.
-        refused = (
-            None
-            if overflow is None
-            else Overflow(
-                measured=ctx.holder.input_tokens,
-                tokens=overflow.tokens or None,
-                maximum=overflow.maximum or None,
-            )
-        )
+        refused = None
+        if overflow is not None:
+            tokens, maximum = overflow.tokens or None, overflow.maximum or None
+            refused = Overflow(ctx.holder.input_tokens, tokens, maximum)
         return ModelCall(
             session_id=ctx.session_id,
             turn=ctx.turn,

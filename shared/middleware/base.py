@@ -10,18 +10,6 @@ A model call happens in two phases.
 2. **Call.** Each middleware's ``wrap`` receives the call and the rest of the chain
    (``call_next``) and returns the model's response. It never edits the call: it passes a
    new one (``call.evolve(...)``) with a new request.
-
-``ModelCall.seqs`` runs beside ``request.messages``: the store sequence number of each
-outgoing message, or ``None`` for a message the pipeline made (the summary message).
-``ModelCall.stored`` holds the original stored messages behind the outgoing ones, so the
-offload and the summary see them verbatim even after truncation shortened the copy.
-``ModelCall.assembly`` is the fixed part the chain assembled (the prompt-cache middleware
-reads its stable system index), ``ModelCall.overflow`` what the provider said of the
-previous attempt when this call retries after an overflow, ``ModelCall.changed_from``
-where a truncation step changed the sent history (the prompt-cache middleware anchors a
-breakpoint just before it), and ``ModelCall.copy`` the session's outgoing copy
-(:class:`~hango.compaction.outgoing.OutgoingCopy`), through which a truncation step
-changes the messages.
 """
 
 from __future__ import annotations
@@ -112,7 +100,6 @@ class StateHolder:
         self._stored = self.state
 
     def measured(self, tokens: int) -> None:
-        """The latest input-token figure of this turn's outgoing request."""
         self.input_tokens = tokens
 
     def record(self, record: CompactionRecord) -> None:
@@ -142,11 +129,8 @@ class StateHolder:
 
 @dataclass(frozen=True)
 class Overflow:
-    """The provider refused the previous attempt as too long; what is known about it.
-
-    ``measured`` is what the pipeline measured for the refused request; ``tokens`` and
-    ``maximum`` are the provider's own figures when its error stated them.
-    """
+    """The provider refused the previous attempt as too long: what the pipeline ``measured``
+    for it, and the provider's own figures when its error stated them."""
 
     measured: int
     tokens: int | None = None
@@ -160,11 +144,15 @@ class ModelCall:
     session_id: str
     turn: int
     request: Request
+    # Beside ``request.messages``: each one's store sequence number (None: the summary).
     seqs: Sequence[int | None]
     state: StateHolder
+    # The stored messages behind the outgoing ones, verbatim even where truncation cut them.
     stored: Sequence[StoredMessage] = ()
     force: CompactionReason | None = None
+    # The fixed part the chain assembled (the prompt-cache middleware reads its stable index).
     assembly: Assembly | None = None
+    # What the provider said of the previous attempt, when this call retries an overflow.
     overflow: Overflow | None = None
     # The first outgoing message whose bytes differ from the previous call's copy, when a
     # middleware changed early history (a truncation step): the cache is read up to it.

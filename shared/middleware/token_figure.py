@@ -8,6 +8,8 @@ to matter.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hango.compaction.record import CompactionRecord
 from hango.core.identity import RecentlyUsed
 from hango.core.messages import Response
@@ -26,11 +28,11 @@ from hango.tokens.measure import (
 )
 
 
+@dataclass
 class _Figures:
     """What is remembered of one session: the anchor of its token figure."""
 
-    def __init__(self) -> None:
-        self.anchor: Anchor | None = None
+    anchor: Anchor | None = None
 
 
 class TokenFigure:
