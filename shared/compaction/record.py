@@ -54,13 +54,9 @@ class CompactionRecord(BaseModel):
 
 
 class PendingSummary(BaseModel):
-    """A summary dispatched early, at the watermark, for a compaction the trigger will need.
-
-    ``[from_seq, to_seq]`` is the range a compaction at the trigger would have evicted when
-    it was dispatched; ``fingerprint`` is the digest of those messages (the queued job's
-    key carries the same one, with ``turn``); ``basis`` is the ``kept_from_seq`` of the
-    record it summarizes on top of (``None``: the first compaction). It is used only while
-    all of these still hold.
+    """A summary dispatched early, at the watermark, for a compaction the trigger will need:
+    the range ``[from_seq, to_seq]``, its messages' ``fingerprint`` (as in the job's key) and
+    the ``kept_from_seq`` it builds on (``basis``; None: the first). Used while all still hold.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -73,16 +69,12 @@ class PendingSummary(BaseModel):
 
 
 class RunState(BaseModel):
-    """The run's private state.
+    """The run's private state: ``latest`` is the record the outgoing request is built from,
+    ``compactions`` the records this run (turn) made, ``compaction_count`` the session's.
 
-    ``latest`` is the record the outgoing request is built from; ``compactions`` are the
-    records this run (turn) made; ``compaction_count`` counts them over the session;
-    ``truncated_before_seq`` is the sticky tool-argument truncation decision (every
-    stored message before it is sent truncated, so the cached prefix changes only when
-    it moves). Each run carries forward only the latest record and the count, so the
-    state saved during the turn (whenever anything but the token correction changed)
-    stays small however long the session grows; the full list of records is the union
-    of every run's ``compactions``.
+    Each run carries forward only the latest record and the count, so its state stays small
+    however long the session grows. ``truncated_before_seq`` is the sticky tool-argument
+    truncation (the cached prefix changes only when it moves).
     """
 
     model_config = ConfigDict(frozen=True)

@@ -146,13 +146,10 @@ def apply_record(call: ModelCall, record: CompactionRecord, boundary: int) -> Mo
 
 
 def undercount_scale(call: ModelCall) -> float:
-    """How much the pipeline's measure undercounts, from what the provider said.
-
-    When the provider reported "prompt is too long: N tokens", N against what the pipeline
-    measured for that same refused request is the undercount; truncation then aims at real
-    tokens. A refusal without a figure (stop reason ``model_context_window_exceeded``) says
-    nothing about the input alone (the output may have run out of room), so the measure
-    stands; the rung still drops at least one group.
+    """How much the pipeline's measure undercounts: the provider's "prompt is too long: N
+    tokens" against what the pipeline measured for that refused request. A refusal without
+    a figure (stop reason ``model_context_window_exceeded``) says nothing about the input
+    alone (the output may have run out of room), so the measure stands.
     """
     overflow = call.overflow
     if overflow is None or overflow.measured <= 0 or overflow.tokens is None:

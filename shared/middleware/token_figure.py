@@ -2,8 +2,8 @@
 
 After each response, its usage is the exact size of the request just sent; the next
 request's figure is that plus the corrected estimate of what changed. The provider counts
-only when there is no anchor or the figure is close enough to the trigger for its error
-to matter.
+only when there is no anchor (first call, after a compaction, after a restart) or the
+figure is close enough to the trigger for its error to matter.
 """
 
 from __future__ import annotations
@@ -58,15 +58,11 @@ class TokenFigure:
         self._figures: RecentlyUsed[_Figures] = RecentlyUsed()
 
     def measure(self, call: ModelCall, record: CompactionRecord | None = None) -> int:
-        """The whole request's input tokens, in the provider's units.
+        """The whole request's input tokens, in the provider's units (see the module).
 
-        Anchored when possible: the real size of the last request sent in the same context
-        (its usage) plus the corrected estimate of what changed since. The provider counts
-        only when there is no anchor (first call, after a compaction, after a restart) or
-        the anchored figure is close enough to the trigger for its error to matter; else
-        the corrected estimate. Before and after a compaction are measured the same way,
-        so the two figures of a compaction record are in the same units. ``record`` is
-        the compaction the request was just built from, before it is in the state.
+        Before and after a compaction are measured the same way, so the two figures of a
+        compaction record are in the same units. ``record`` is the compaction the request
+        was just built from, before it is in the state.
         """
         figures = self._figures.get(call.session_id, _Figures)
         estimate = self.estimate(call.request)
