@@ -611,12 +611,9 @@ class AgentLoop:
     def _transcript(self, ctx: TurnContext) -> list[StoredMessage]:
         """The session's stored messages, kept in memory and topped up from the store.
 
-        Reusing the same message objects across calls is what keeps the estimator's
-        per-block cache warm, so a call costs O(new messages), not O(history). The store
-        is read once per turn (what another process appended between turns); within the
-        turn only this loop appends to the session (the turn's lease fences out anyone
-        else, and callers without one serialize their turns), so the turn's own appends
-        keep the list complete without a query per call.
+        The same message objects across calls keep the estimator's cache warm: a call costs
+        O(new messages), not O(history). The store is read once per turn; within it only
+        this loop appends (the lease fences out anyone else), so the list stays complete.
         """
         cached = ctx.memory.transcript
         if ctx.in_step:

@@ -204,12 +204,10 @@ class Message(WireModel):
 
 
 def message_json(message: Message) -> bytes:
-    """The message's API JSON, serialized after a comma: its part of a body's message list
-    (the first message's part goes without the comma).
+    """The message's compact API JSON after a comma: its part of a body's message list.
 
-    Made by pydantic's serializer straight to UTF-8 bytes (the same object as
-    :meth:`WireModel.to_api`, compact), at about 2.5 times the speed of dumping that dict
-    with :mod:`json`: every message of a restarted session is serialized once.
+    Pydantic's serializer writes it straight to bytes, about 2.5 times as fast as dumping
+    :meth:`WireModel.to_api` with :mod:`json`: a restarted session serializes every message.
     """
     return b"," + _SERIALIZE(message, by_alias=True, exclude_unset=True)
 
@@ -271,12 +269,9 @@ class Request(WireModel):
     ) -> list[bytes]:
         """:meth:`api_bytes` in parts, a fresh list: one per message, then the fixed part.
 
-        Each message's serialized JSON (:func:`message_json`) is kept by the session's
-        outgoing copy (:mod:`hango.core.sent`), so a call serializes only the messages
-        that changed; joining the parts is one copy of the bytes. The
-        fixed part (everything but the messages) is serialized once per system and tool
-        objects in the caller's ``fixed`` memo (a sender keeps one), else on every call.
-        Bytes: whoever sends them cannot change what a later request is made of.
+        The session's outgoing copy (:mod:`hango.core.sent`) keeps each message's JSON, so
+        a call serializes only the messages that changed. The fixed part is serialized once
+        per system and tool objects in the caller's ``fixed`` memo, else on every call.
         """
         parts = self.messages_parts()
         rest = self._fixed_json(drop, fixed)

@@ -1,20 +1,11 @@
 """Model profiles: each model's window, when to compact it, its prices and cache minimum.
 
-A profile is resolved from three layers, most specific first:
-
-1. ``HANGO_MODEL_PROFILES`` entries (``{"model": {"max_input_tokens": n, ...}}``);
-2. the built-in table of current Claude windows (:data:`BUILTIN_WINDOWS`);
-3. for fields a profile leaves unset, the settings-level defaults
-   ``HANGO_CONTEXT_TRIGGER_FRAC``, ``HANGO_CONTEXT_KEEP_FRAC``, ``HANGO_CONTEXT_TARGET_FRAC``,
-   ``HANGO_SUMMARIZER_MODEL``
-   (and the model itself as its own summarizer when none is named).
-
-A model found nowhere gets the documented fallback: compact at 170,000 tokens and keep
-the last 6 messages. That is logged once per unknown model, not once per call.
-
-Dated ids (``claude-sonnet-4-5-20250929``, ``claude-sonnet-4-5@20250929``) resolve to
-their base id. The table is a seed (research note A5); windows change, so an override
-always wins.
+A profile comes from ``HANGO_MODEL_PROFILES``, else the built-in windows
+(:data:`BUILTIN_WINDOWS`, a seed from research note A5), with the settings-level
+``HANGO_CONTEXT_*`` fractions and summarizer model (else the model itself) for fields it
+leaves unset. A model found nowhere gets the documented fallback (compact at 170,000
+tokens, keep the last 6 messages), logged once per unknown model. Dated ids
+(``claude-sonnet-4-5-20250929``, ``...@20250929``) resolve to their base id.
 
 Each profile also carries the model's :class:`~hango.core.price.Price` and its minimum
 cacheable prefix (an override may set either). Those two tables are looked up by *rate
@@ -182,9 +173,8 @@ def min_cacheable_tokens(model: str) -> int:
 class ModelProfile:
     """When to compact one model's requests, how much to keep, and what a call costs.
 
-    Exactly one of ``keep_frac`` (a fraction of the messages) and ``keep_last`` (a fixed
-    number of messages, used by the unknown-model fallback) is set. ``price_known`` says
-    whether ``price`` came from the table or an override rather than the fallback.
+    Exactly one of ``keep_frac`` and ``keep_last`` (the unknown-model fallback) is set;
+    ``price_known``: ``price`` came from the table or an override, not the fallback.
     """
 
     model: str
