@@ -158,10 +158,8 @@ def _answering(blocks: list[ContentBlock], previous: Message | None) -> list[Con
 
 def _next_result(results: dict[str, list[ToolResultBlock]], tool_use_id: str) -> ToolResultBlock:
     waiting = results.get(tool_use_id)
-    return waiting.pop(0) if waiting else _missing(tool_use_id)
-
-
-def _missing(tool_use_id: str) -> ToolResultBlock:
+    if waiting:
+        return waiting.pop(0)
     return ToolResultBlock(tool_use_id=tool_use_id, content=MISSING_RESULT, is_error=True)
 
 
@@ -172,13 +170,13 @@ def _is_empty_text(block: ContentBlock) -> bool:
 def _without_cache_control(block: ContentBlock) -> ContentBlock:
     if isinstance(block, ToolResultBlock):
         block = _clean_result(block)
-    if getattr(block, "cache_control", None) is None:
-        return block
     return _dropping_cache_control(block)
 
 
 def _dropping_cache_control(block: BlockT) -> BlockT:
     """The block without the key (``cache_control: null`` is not what the API wants)."""
+    if getattr(block, "cache_control", None) is None:
+        return block
     data = block.to_api()
     data.pop("cache_control", None)
     return type(block).model_validate(data)
@@ -187,11 +185,7 @@ def _dropping_cache_control(block: BlockT) -> BlockT:
 def _clean_result(block: ToolResultBlock) -> ToolResultBlock:
     if not isinstance(block.content, tuple):
         return block
-    parts = tuple(
-        _dropping_cache_control(p) if p.cache_control is not None else p
-        for p in block.content
-        if not _is_empty_text(p)
-    )
+    parts = tuple(_dropping_cache_control(p) for p in block.content if not _is_empty_text(p))
     if parts == block.content:
         return block
     return block.model_copy(update={"content": parts or "(empty)"})
