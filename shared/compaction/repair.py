@@ -25,13 +25,11 @@ identity).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TypeVar
 
 from hango.core.messages import (
     ContentBlock,
     Message,
-    StoredMessage,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -42,16 +40,6 @@ BlockT = TypeVar("BlockT", bound=WireModel)
 
 EMPTY_PLACEHOLDER = "[empty message]"
 MISSING_RESULT = "[no result was recorded for this tool call; it was interrupted]"
-
-
-def sendable(messages: Sequence[Message]) -> tuple[Message, ...]:
-    """The messages with every repair above applied; the same objects where none was needed."""
-    repaired: list[Message] = []
-    ids = UsedIds()
-    for index, message in enumerate(messages):
-        previous = messages[index - 1] if index > 0 else None
-        repaired.append(ids.unique(repair_message(message, previous)))
-    return tuple(repaired)
 
 
 class UsedIds:
@@ -198,26 +186,6 @@ def _same(blocks: list[ContentBlock], message: Message) -> bool:
     return len(blocks) == len(original) and all(
         a is b for a, b in zip(blocks, original, strict=True)
     )
-
-
-def merge_consecutive(
-    stored: Sequence[StoredMessage],
-) -> tuple[tuple[Message, ...], tuple[int | None, ...]]:
-    """The outgoing messages, with consecutive same-role messages joined into one.
-
-    A turn that failed after its user message leaves two user messages in a row; the API
-    wants strict alternation, so the outgoing copy joins them (the store keeps both).
-    Each joined message is anchored to the sequence number of its first part.
-    """
-    messages: list[Message] = []
-    seqs: list[int | None] = []
-    for item in stored:
-        if messages and messages[-1].role == item.message.role:
-            messages[-1] = joined(messages[-1], item.message)
-            continue
-        messages.append(item.message)
-        seqs.append(item.seq)
-    return tuple(messages), tuple(seqs)
 
 
 def joined(first: Message, second: Message) -> Message:
