@@ -29,17 +29,11 @@ def drop_oldest_groups(
     limit: int,
     min_keep_from: int | None = None,
 ) -> int:
-    """The smallest boundary ``b`` such that ``measure((head,) + messages[b:]) <= limit``.
+    """The smallest group start ``b`` at or after ``min_keep_from`` (a previous compaction's
+    boundary: truncation only moves forward) with ``measure((head,) + messages[b:]) <= limit``.
 
-    ``b`` is a group start (an assistant message index) at or after ``min_keep_from``
-    (default 0: any group start; pass the previous compaction's boundary so truncation
-    only ever moves forward). Candidates are tried by binary search, which finds the
-    smallest fitting boundary because dropping messages never makes a request bigger;
-    the returned boundary is always one that was measured to fit.
-
-    Raises :class:`CannotFitError` (``tokens`` = size of the smallest candidate request,
-    ``limit``) when even keeping only the last group does not fit, or when there is no
-    group start to cut at.
+    A binary search: dropping messages never makes a request bigger. :class:`CannotFitError`
+    when even the last group does not fit, or there is no group start to cut at.
     """
     if min_keep_from is not None and min_keep_from < 0:
         raise ValueError(f"min_keep_from must be >= 0, got {min_keep_from}")

@@ -110,11 +110,8 @@ class InvalidRequestError(ProviderError):
 
 
 class ContextOverflowError(ProviderError):
-    """The request did not fit the model's window.
-
-    ``tokens`` and ``maximum`` come from the 400 text when the API states them; they are
-    ``None`` when the overflow was signalled by the stop reason instead.
-    """
+    """The request did not fit the model's window: ``tokens`` and ``maximum`` as the 400
+    text states them (``None`` when the stop reason signalled the overflow)."""
 
     tokens: int | None
     maximum: int | None

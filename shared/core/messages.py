@@ -250,10 +250,7 @@ class Request(WireModel):
         return self.tools or ()
 
     def api_body(self) -> JsonObject:
-        """The body as JSON objects: :meth:`api_bytes` parsed, so nothing in it is shared.
-
-        A caller may change anything in it; what the provider sends is :meth:`api_bytes`.
-        """
+        """The body as JSON objects: :meth:`api_bytes` parsed, so nothing in it is shared."""
         body: JsonObject = json.loads(self.api_bytes())
         return body
 
@@ -374,11 +371,8 @@ class Response(WireModel):
 
 
 class StoredMessage(BaseModel):
-    """A message as the store holds it: anchored to its per-session sequence number.
-
-    Boundaries are expressed as sequence numbers (never list positions), so a list that
-    someone rebuilds cannot shift a boundary onto the wrong message.
-    """
+    """A message as the store holds it: anchored to its per-session sequence number (what
+    boundaries are expressed in: a rebuilt list cannot shift one onto the wrong message)."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -152,10 +152,8 @@ def base_model_id(model: str) -> str:
 
 
 def rate_key(model: str) -> str:
-    """The id prices are looked up by: ``claude-sonnet-4-5-20250929[1m]`` -> ``claude-sonnet-4-5``.
-
-    A bracketed variant changes the window, not the rates or the cache minimum.
-    """
+    """The id prices are looked up by: ``claude-sonnet-4-5-20250929[1m]`` -> ``claude-sonnet-4-5``
+    (a bracketed variant changes the window, not the rates or the cache minimum)."""
     return base_model_id(_VARIANT_SUFFIX.sub("", model.strip()))
 
 
@@ -214,11 +212,8 @@ class ModelProfile:
 
     @property
     def target_tokens(self) -> int:
-        """Where a truncation aims: well under the trigger, so the next calls fit as they are.
-
-        Never above the trigger: a target over it would truncate to a request that compacts
-        again on the next call.
-        """
+        """Where a truncation aims: well under the trigger, so the next calls fit as they are
+        (never above it: the request would compact again on the next call)."""
         return min(int(self.max_input_tokens * self.target_frac + 1e-6), self.trigger_tokens)
 
     def keep_count(self, n_messages: int) -> int:

@@ -244,10 +244,8 @@ def env_name(field: str) -> str:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build the settings from the environment (and explicit overrides), or fail clearly.
-
-    A ``HANGO_*`` variable that is no setting is warned about (once), naming the closest one.
-    """
+    """Build the settings from the environment (and explicit overrides), or fail clearly;
+    warn of each ``HANGO_*`` variable that is no setting, naming the closest one."""
     _report_unknown_variables(os.environ)
     try:
         return Settings(**overrides)

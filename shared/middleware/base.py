@@ -176,11 +176,8 @@ class ModelCall:
         return bool(self.seqs) and self.seqs[0] is None
 
     def index_of_seq(self, seq: int) -> int:
-        """The index of the first outgoing message at or after sequence number ``seq``.
-
-        Stored messages go out in sequence order and only the summary message (first) has
-        no sequence number, so the rest is sorted: a binary search.
-        """
+        """The index of the first outgoing message at or after sequence number ``seq`` (a
+        binary search: past the summary message, the sequence numbers are sorted)."""
         first = 1 if self.summary_message_present else 0
         seqs = self.seqs
         if isinstance(seqs, Prefix):  # the loop's view: searched at C speed
