@@ -105,16 +105,21 @@ def too_deep(use: ToolUseBlock) -> str | None:
     )
 
 
-def _result_part_tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in ("text", "image") else "other"
+def _tagged(known: frozenset[str]) -> Discriminator:
+    """The union member of a block: its ``type`` if ``known``, else ``other``."""
+
+    def tag(value: Any) -> str:
+        kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+        return kind if kind in known else "other"
+
+    return Discriminator(tag)
 
 
 ResultContentBlock = Annotated[
     Annotated[TextBlock, Tag("text")]
     | Annotated[ImageBlock, Tag("image")]
     | Annotated["OtherBlock", Tag("other")],
-    Discriminator(_result_part_tag),
+    _tagged(frozenset({"text", "image"})),
 ]
 
 
@@ -158,13 +163,6 @@ class OtherBlock(WireModel):
 _KNOWN_BLOCKS = frozenset(
     {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"}
 )
-
-
-def _block_tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in _KNOWN_BLOCKS else "other"
-
-
 ContentBlock = Annotated[
     Annotated[TextBlock, Tag("text")]
     | Annotated[ImageBlock, Tag("image")]
@@ -173,7 +171,7 @@ ContentBlock = Annotated[
     | Annotated[ThinkingBlock, Tag("thinking")]
     | Annotated[RedactedThinkingBlock, Tag("redacted_thinking")]
     | Annotated[OtherBlock, Tag("other")],
-    Discriminator(_block_tag),
+    _tagged(_KNOWN_BLOCKS),
 ]
 
 # ``system``: a mid-conversation system message, which some clients send in ``messages``.
