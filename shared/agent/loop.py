@@ -238,11 +238,8 @@ class AgentLoop:
             yield lease
 
     def resume(self, session_id: str) -> TurnResult | None:
-        """Finish the session's unfinished turn (its process died), if it has one.
-
-        Same turn number, same run and run state, so the same job keys: a summary the
-        dead process had dispatched, committed in Redis since, is reused, not recomputed.
-        """
+        """Finish the session's unfinished turn (its process died), if it has one: same turn,
+        run and state, so the same job keys (a summary it dispatched is reused)."""
         with self._holding(session_id) as lease:
             return self._resume_unfinished(session_id, lease)
 
@@ -289,11 +286,8 @@ class AgentLoop:
 
     def _finish_interrupted(self, ctx: TurnContext) -> None:
         """Continue the turn from what it stored: answer it, or close it if it was answered.
-
-        Tool calls that were stored without their results are not run again (their side
-        effects may have happened): they get an error result saying so, and the model
-        decides whether to call them again.
-        """
+        Tool calls stored without results are not run again (their side effects may have
+        happened): an error result says so, and the model decides whether to call again."""
         own = [m for m in self._transcript(ctx) if m.turn == ctx.turn]
         if not own:
             return  # the process died before the user's message was stored
@@ -359,11 +353,8 @@ class AgentLoop:
         return message
 
     def execute_tool(self, ctx: TurnContext, use: ToolUseBlock) -> ToolResultBlock:
-        """Run one tool call of the model (a built-in or a registered one) for the turn.
-
-        As ``run_turn`` does: the call runs as the turn's session (its own files only), a
-        large result is offloaded with a preview, a compaction it asks for is scheduled.
-        """
+        """Run one tool call of the model (a built-in or a registered one) as ``run_turn``
+        does: as the turn's session, its large result offloaded, its compaction scheduled."""
         ctx.tool_calls += 1
         with calling_session(ctx.session_id):
             outcome = self.tools.execute(use)
@@ -378,11 +369,8 @@ class AgentLoop:
         return ToolResultBlock(tool_use_id=use.id, content=content)
 
     def _can_compact(self, ctx: TurnContext) -> bool:
-        """Whether the next call could evict anything, counting the results about to come.
-
-        The results of this batch are not stored yet; a stand-in user message takes their
-        place, which is all the keep boundary looks at (roles, count, tool pairing).
-        """
+        """Whether the next call could evict anything, counting the results about to come
+        (not stored yet: a stand-in user message is all the keep boundary looks at)."""
         if self.compaction is None:
             return True
         call = self._outgoing(ctx, None, None)
@@ -629,12 +617,8 @@ class AgentLoop:
     def _seed_estimates(
         self, session_id: str, loaded: list[StoredMessage], estimator: KeepsEstimates
     ) -> None:
-        """Give the estimator the figures stored with messages read back from the store.
-
-        A restarted process reads the whole session once; with the stored figures its
-        budget is rebuilt without tokenizing the history again. Only the figures of this
-        very estimator (same signature) are used; the rest are estimated when needed.
-        """
+        """Give the estimator the figures stored with messages read back from the store (its
+        own signature's only), so a restart does not tokenize the whole history again."""
         figures = self.store.message_estimates(
             session_id, estimator.signature, from_seq=loaded[0].seq
         )
