@@ -14,8 +14,8 @@ from hango.compaction.record import CompactionRecord
 from hango.core.messages import Request, Response
 
 
-class NullObserver:
-    """Observes nothing; every observer subclasses it and overrides the hooks it needs."""
+class LoopObserver:
+    """The loop's hooks, each doing nothing here: an observer overrides the ones it needs."""
 
     @contextmanager
     def turn(self, session_id: str, turn: int) -> Iterator[None]:
@@ -51,11 +51,11 @@ class NullObserver:
         ``presummarized`` when it installed a summary dispatched at the watermark."""
 
 
-# The type a loop's observer has: every observer is a NullObserver with some hooks overridden.
-LoopObserver = NullObserver
+class NullObserver(LoopObserver):
+    """Observes nothing; subclass it and override the hooks you need."""
 
 
-class Observers(NullObserver):
+class Observers(LoopObserver):
     """Fans every hook out to several observers."""
 
     def __init__(self, observers: list[LoopObserver]) -> None:
