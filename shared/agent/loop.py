@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
+from functools import partial, reduce
 
 from hango.compaction.head import head_message
 from hango.compaction.outgoing import OutgoingCopy
@@ -642,12 +642,8 @@ def _refuse_unusable(response: Response) -> None:
 
 def summarizer_usage(records: Sequence[CompactionRecord]) -> Usage | None:
     """The summarizer's usage over ``records``, added up; ``None`` when none reported any."""
-    total: Usage | None = None
-    for record in records:
-        if record.summary_usage is not None:
-            usage = record.summary_usage
-            total = usage if total is None else total.plus(usage)
-    return total
+    usages = [record.summary_usage for record in records if record.summary_usage is not None]
+    return reduce(Usage.plus, usages) if usages else None
 
 
 UNANSWERED = "[no reply: the previous turn ended before the model answered these tool results]"

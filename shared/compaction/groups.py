@@ -12,6 +12,7 @@ calls, where a backward search over id intersections would leave an orphan resul
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
 
 from hango.core.messages import Message
 
@@ -38,12 +39,7 @@ def _forbidden_cuts(messages: Sequence[Message]) -> list[bool]:
     for use_index, result_index in _answered_spans(messages):
         depth[use_index + 1] += 1
         depth[result_index + 1] -= 1
-    forbidden: list[bool] = []
-    open_spans = 0
-    for index in range(len(messages)):
-        open_spans += depth[index]
-        forbidden.append(open_spans > 0)
-    return forbidden
+    return [open_spans > 0 for open_spans in accumulate(depth[: len(messages)])]
 
 
 def group_starts(messages: Sequence[Message]) -> list[int]:
