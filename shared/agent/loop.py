@@ -126,9 +126,8 @@ class TurnContext:
     # The run's row being written beside the turn (``begin_turn`` with ``start_beside``):
     # ``run_id`` is known once it is done (:meth:`AgentLoop.run_id`).
     run_started: Future[int] | None = None
-    # The fixed part (model, max_tokens, system, tools, other fields) and its assembly for
-    # this turn, when the caller brings its own (the gateway: each client request carries
-    # it); None: the loop's own.
+    # The turn's fixed part (all but the messages) and its assembly when the caller brings
+    # its own (the gateway: each client request carries it); None: the loop's own.
     base: Request | None = None
     assembly: Assembly | None = None
 
