@@ -1,15 +1,12 @@
 """Wire types mirroring the Anthropic Messages API.
 
-Every type is a frozen pydantic model, so middleware cannot edit a request in place: it
-builds a new one with ``model_copy(update=...)``. That is what makes "stored messages are
-never rewritten" structural rather than a promise.
+Every type is a frozen pydantic model, so middleware cannot edit a request in place (it
+builds a new one with ``model_copy``): "stored messages are never rewritten" is structural.
 
-Parsing then dumping gives back the same JSON: ``to_api()`` emits exactly the keys that
-were present in the input (or set in code), unknown keys are kept (``extra="allow"``),
-and unknown block types survive as :class:`OtherBlock` (at the top level of a message and
-inside a tool result: documents, search results, tool references, server tool blocks).
-Messages may carry the role ``system`` (the API's mid-conversation system messages); the
-pipeline treats such a message as opaque content, like any block it does not model.
+Parsing then dumping gives back the same JSON: ``to_api()`` emits exactly the keys given,
+unknown keys are kept, and unknown block types survive as :class:`OtherBlock` (documents,
+search results, server tool blocks, ...). A message with the role ``system`` (the API's
+mid-conversation system messages) is opaque content to the pipeline.
 """
 
 from __future__ import annotations
