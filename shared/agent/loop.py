@@ -295,7 +295,11 @@ class AgentLoop:
             uses = list(last.tool_uses())
             if not uses:
                 return  # the answer is stored; only closing the turn was missing
-            self.append(ctx, Message(role="user", content=tuple(_interrupted(u) for u in uses)))
+            results = tuple(
+                ToolResultBlock(tool_use_id=use.id, content=INTERRUPTED_TOOL, is_error=True)
+                for use in uses
+            )
+            self.append(ctx, Message(role="user", content=results))
         self._converse(ctx)
 
     def _close_unanswered_results(self, ctx: TurnContext) -> None:
@@ -651,7 +655,3 @@ INTERRUPTED_TOOL = (
     "not run: the process running this turn stopped before this tool's result was stored; "
     "call it again if it is still needed"
 )
-
-
-def _interrupted(use: ToolUseBlock) -> ToolResultBlock:
-    return ToolResultBlock(tool_use_id=use.id, content=INTERRUPTED_TOOL, is_error=True)

@@ -90,11 +90,6 @@ class RunState(BaseModel):
     # The pre-summary in flight (dispatched at the watermark, not installed yet), if any.
     presummary: PendingSummary | None = None
 
-    def with_correction(self, model: str, correction: float) -> RunState:
-        return self.model_copy(
-            update={"token_corrections": {**self.token_corrections, model: correction}}
-        )
-
     def with_compaction(self, record: CompactionRecord) -> RunState:
         return self.model_copy(
             update={

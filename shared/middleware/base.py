@@ -90,8 +90,9 @@ class StateHolder:
 
     def settled(self) -> RunState:
         """The state with every learned correction in it: what the store is given."""
-        for model, correction in self._corrections.items():
-            self.state = self.state.with_correction(model, correction)
+        if self._corrections:
+            corrections = {**self.state.token_corrections, **self._corrections}
+            self.state = self.state.model_copy(update={"token_corrections": corrections})
         self._corrections = {}
         return self.state
 
