@@ -167,7 +167,7 @@ class Settings(BaseSettings):
         home = Path(data.get("home") or user_data_dir()).expanduser().absolute()
         filled = {**data, "home": home}
         if not data.get("database_url"):
-            filled["database_url"] = default_database_url(home)
+            filled["database_url"] = f"sqlite:///{home / DATABASE_FILE}"
         if not data.get("history_root"):
             filled["history_root"] = home / HISTORY_DIR
         return filled
@@ -229,11 +229,6 @@ def sqlite_path(url: str) -> Path | None:
     if not path or path == ":memory:" or path.startswith("file:"):
         return None
     return Path(path)
-
-
-def default_database_url(home: Path) -> str:
-    """The embedded SQLite database inside ``home``."""
-    return f"sqlite:///{home / DATABASE_FILE}"
 
 
 def env_name(field: str) -> str:

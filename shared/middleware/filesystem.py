@@ -181,12 +181,6 @@ def _head_and_tail(content: str, lines: int, chars: int) -> tuple[str, str]:
         # Few but long lines (minified JSON, one huge line): cut by characters instead.
         head = content[:chars]
         tail = content[max(chars, len(content) - chars) :]
-    return _clip_end(head, chars), _clip_start(tail, chars)
-
-
-def _clip_end(text: str, chars: int) -> str:
-    return text if len(text) <= chars else text[:chars] + " [...]"
-
-
-def _clip_start(text: str, chars: int) -> str:
-    return text if len(text) <= chars else "[...] " + text[-chars:]
+    head = head if len(head) <= chars else head[:chars] + " [...]"
+    tail = tail if len(tail) <= chars else "[...] " + tail[-chars:]
+    return head, tail
