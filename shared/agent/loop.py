@@ -449,13 +449,10 @@ class AgentLoop:
     def append_ahead(
         self, ctx: TurnContext, batch: Sequence[Message], stored_last: int
     ) -> PendingAppend | None:
-        """``append_many`` in two halves: the memory's now, the store's later.
-
-        ``batch`` joins the transcript at once as the session's next ``seq`` numbers,
-        so the turn's request is built while :meth:`PendingAppend.store` (the one
-        transaction) runs beside it. Only for a caller that holds the session's lease and
-        knows the store's newest ``seq`` is ``stored_last``; None when the memory is not
-        in step with that (then ``append_many``).
+        """``append_many`` in two halves: ``batch`` joins the transcript now, so the request
+        is built while :meth:`PendingAppend.store` runs beside it. Only for a caller holding
+        the lease that knows the store's newest ``seq`` is ``stored_last``; None when the
+        memory is not in step with that (then ``append_many``).
         """
         cached = ctx.memory.transcript
         if not batch or (cached[-1].seq if cached else 0) != stored_last:

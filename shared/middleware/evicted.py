@@ -38,12 +38,9 @@ def kept_from(call: ModelCall, index: int) -> int:
 
 def evicted_request(call: ModelCall, kept_from_seq: int) -> str | None:
     """The text of the user message that started this turn, when a cut at ``kept_from_seq``
-    leaves it out of the request; ``None`` when the kept messages still hold it.
-
-    A cut falls on an assistant message, so a turn that is one user message followed by
-    dozens of tool rounds (SWE-agent, OpenHands, long Claude Code turns) loses that message
-    on its first compaction: the head quotes it from then on. An earlier cut of this turn
-    already took it out of ``call.stored``; the record of that cut carries it.
+    leaves it out (``None``: the kept messages hold it). A turn of one user message and
+    dozens of tool rounds loses it on its first compaction: the head quotes it from then on
+    (after an earlier cut of this turn, from that cut's record).
     """
     stored = call.stored
     first = bisect.bisect_left(stored, call.turn, key=attrgetter("turn"))  # turns grow with the seq
