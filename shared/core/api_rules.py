@@ -1,10 +1,8 @@
 """The Messages API's rules for ids, names and numbers, checked where input comes in.
 
-The API refuses a ``tool_use`` id or a ``tool_result``'s ``tool_use_id`` outside
-``^[a-zA-Z0-9_-]+$``, a tool name outside ``^[a-zA-Z0-9_-]{1,128}$`` and numbers JSON
-cannot carry (NaN, infinities). Stored, any of them would make every later request of
-the session a 400; so a transcript (``hango replay``), a user message and a model reply
-are checked before anything of them is stored, and refused with what and where.
+Stored, a tool id or name outside the API's patterns (below) or a number JSON cannot
+carry would make every later request of the session a 400; so a transcript, a user
+message and a model reply are checked before anything of them is stored.
 """
 
 from __future__ import annotations
