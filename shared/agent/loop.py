@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
+from functools import partial, reduce
 
 from hango.compaction.head import head_message
 from hango.compaction.outgoing import OutgoingCopy
@@ -91,20 +91,15 @@ class InputLimit:
 
 @dataclass
 class SessionMemory:
-    """What the loop keeps in memory of one session from call to call.
-
-    The session's stored messages (the very objects, so their estimates stay remembered)
-    and the outgoing copy built from them, which also answers the last guard's checks. A
-    loop keeps this for its :data:`SESSIONS_REMEMBERED` most recently used sessions; a
-    session it forgot is read back from the store on its next turn.
-    """
+    """One session's stored messages (the very objects, so their estimates stay remembered)
+    and the outgoing copy built from them, kept from call to call."""
 
     copy: OutgoingCopy
     transcript: list[StoredMessage] = field(default_factory=list)
 
 
-# One loop may serve many sessions for as long as its process lives: what it keeps per
-# session must not grow with every session it has ever seen.
+# One loop may serve many sessions for as long as its process lives: it remembers only the
+# most recently used ones (a forgotten one is read back from the store on its next turn).
 SESSIONS_REMEMBERED = 256
 
 
@@ -131,9 +126,8 @@ class TurnContext:
     # The run's row being written beside the turn (``begin_turn`` with ``start_beside``):
     # ``run_id`` is known once it is done (:meth:`AgentLoop.run_id`).
     run_started: Future[int] | None = None
-    # The fixed part (model, max_tokens, system, tools, other fields) and its assembly for
-    # this turn, when the caller brings its own (the gateway: each client request carries
-    # it); None: the loop's own.
+    # The turn's fixed part (all but the messages) and its assembly when the caller brings
+    # its own (the gateway: each client request carries it); None: the loop's own.
     base: Request | None = None
     assembly: Assembly | None = None
 
@@ -227,10 +221,8 @@ class AgentLoop:
     # -- a whole turn -------------------------------------------------------------------
 
     def run_turn(self, session_id: str, user_input: str | Message) -> TurnResult:
-        """One turn; while another process runs one on the session, wait for it first.
-
-        :class:`~hango.core.errors.SessionBusyError` when that wait runs out.
-        """
+        """One turn, after any turn another process runs on the session (``SessionBusyError``
+        when that wait runs out)."""
         message = self._user_message(user_input)
         with self._holding(session_id) as lease:
             return self._run_held_turn(session_id, message, lease)
@@ -245,11 +237,8 @@ class AgentLoop:
             yield lease
 
     def resume(self, session_id: str) -> TurnResult | None:
-        """Finish the session's unfinished turn (its process died), if it has one.
-
-        Same turn number, same run and run state, so the same job keys: a summary the
-        dead process had dispatched, committed in Redis since, is reused, not recomputed.
-        """
+        """Finish the session's unfinished turn (its process died), if it has one: same turn,
+        run and state, so the same job keys (a summary it dispatched is reused)."""
         with self._holding(session_id) as lease:
             return self._resume_unfinished(session_id, lease)
 
@@ -296,11 +285,8 @@ class AgentLoop:
 
     def _finish_interrupted(self, ctx: TurnContext) -> None:
         """Continue the turn from what it stored: answer it, or close it if it was answered.
-
-        Tool calls that were stored without their results are not run again (their side
-        effects may have happened): they get an error result saying so, and the model
-        decides whether to call them again.
-        """
+        Tool calls stored without results are not run again (their side effects may have
+        happened): an error result says so, and the model decides whether to call again."""
         own = [m for m in self._transcript(ctx) if m.turn == ctx.turn]
         if not own:
             return  # the process died before the user's message was stored
@@ -309,7 +295,11 @@ class AgentLoop:
             uses = list(last.tool_uses())
             if not uses:
                 return  # the answer is stored; only closing the turn was missing
-            self.append(ctx, Message(role="user", content=tuple(_interrupted(u) for u in uses)))
+            results = tuple(
+                ToolResultBlock(tool_use_id=use.id, content=INTERRUPTED_TOOL, is_error=True)
+                for use in uses
+            )
+            self.append(ctx, Message(role="user", content=results))
         self._converse(ctx)
 
     def _close_unanswered_results(self, ctx: TurnContext) -> None:
@@ -366,11 +356,8 @@ class AgentLoop:
         return message
 
     def execute_tool(self, ctx: TurnContext, use: ToolUseBlock) -> ToolResultBlock:
-        """Run one tool call of the model (a built-in or a registered one) for the turn.
-
-        As ``run_turn`` does: the call runs as the turn's session (its own files only), a
-        large result is offloaded with a preview, a compaction it asks for is scheduled.
-        """
+        """Run one tool call of the model (a built-in or a registered one) as ``run_turn``
+        does: as the turn's session, its large result offloaded, its compaction scheduled."""
         ctx.tool_calls += 1
         with calling_session(ctx.session_id):
             outcome = self.tools.execute(use)
@@ -385,11 +372,8 @@ class AgentLoop:
         return ToolResultBlock(tool_use_id=use.id, content=content)
 
     def _can_compact(self, ctx: TurnContext) -> bool:
-        """Whether the next call could evict anything, counting the results about to come.
-
-        The results of this batch are not stored yet; a stand-in user message takes their
-        place, which is all the keep boundary looks at (roles, count, tool pairing).
-        """
+        """Whether the next call could evict anything, counting the results about to come
+        (not stored yet: a stand-in user message is all the keep boundary looks at)."""
         if self.compaction is None:
             return True
         call = self._outgoing(ctx, None, None)
@@ -465,13 +449,10 @@ class AgentLoop:
     def append_ahead(
         self, ctx: TurnContext, batch: Sequence[Message], stored_last: int
     ) -> PendingAppend | None:
-        """``append_many`` in two halves: the memory's now, the store's later.
-
-        ``batch`` joins the transcript at once as the session's next ``seq`` numbers,
-        so the turn's request is built while :meth:`PendingAppend.store` (the one
-        transaction) runs beside it. Only for a caller that holds the session's lease and
-        knows the store's newest ``seq`` is ``stored_last``; None when the memory is not
-        in step with that (then ``append_many``).
+        """``append_many`` in two halves: ``batch`` joins the transcript now, so the request
+        is built while :meth:`PendingAppend.store` runs beside it. Only for a caller holding
+        the lease that knows the store's newest ``seq`` is ``stored_last``; None when the
+        memory is not in step with that (then ``append_many``).
         """
         cached = ctx.memory.transcript
         if not batch or (cached[-1].seq if cached else 0) != stored_last:
@@ -579,15 +560,10 @@ class AgentLoop:
         request = base.model_copy(update={"messages": messages})
         # What the pipeline measured for the request that was refused: against the
         # provider's own figure it tells how far the measure undercounts.
-        refused = (
-            None
-            if overflow is None
-            else Overflow(
-                measured=ctx.holder.input_tokens,
-                tokens=overflow.tokens or None,
-                maximum=overflow.maximum or None,
-            )
-        )
+        refused = None
+        if overflow is not None:
+            tokens, maximum = overflow.tokens or None, overflow.maximum or None
+            refused = Overflow(ctx.holder.input_tokens, tokens, maximum)
         return ModelCall(
             session_id=ctx.session_id,
             turn=ctx.turn,
@@ -623,12 +599,9 @@ class AgentLoop:
     def _transcript(self, ctx: TurnContext) -> list[StoredMessage]:
         """The session's stored messages, kept in memory and topped up from the store.
 
-        Reusing the same message objects across calls is what keeps the estimator's
-        per-block cache warm, so a call costs O(new messages), not O(history). The store
-        is read once per turn (what another process appended between turns); within the
-        turn only this loop appends to the session (the turn's lease fences out anyone
-        else, and callers without one serialize their turns), so the turn's own appends
-        keep the list complete without a query per call.
+        The same message objects across calls keep the estimator's cache warm: a call costs
+        O(new messages), not O(history). The store is read once per turn; within it only
+        this loop appends (the lease fences out anyone else), so the list stays complete.
         """
         cached = ctx.memory.transcript
         if ctx.in_step:
@@ -644,12 +617,8 @@ class AgentLoop:
     def _seed_estimates(
         self, session_id: str, loaded: list[StoredMessage], estimator: KeepsEstimates
     ) -> None:
-        """Give the estimator the figures stored with messages read back from the store.
-
-        A restarted process reads the whole session once; with the stored figures its
-        budget is rebuilt without tokenizing the history again. Only the figures of this
-        very estimator (same signature) are used; the rest are estimated when needed.
-        """
+        """Give the estimator the figures stored with messages read back from the store (its
+        own signature's only), so a restart does not tokenize the whole history again."""
         figures = self.store.message_estimates(
             session_id, estimator.signature, from_seq=loaded[0].seq
         )
@@ -673,12 +642,8 @@ def _refuse_unusable(response: Response) -> None:
 
 def summarizer_usage(records: Sequence[CompactionRecord]) -> Usage | None:
     """The summarizer's usage over ``records``, added up; ``None`` when none reported any."""
-    total: Usage | None = None
-    for record in records:
-        if record.summary_usage is not None:
-            usage = record.summary_usage
-            total = usage if total is None else total.plus(usage)
-    return total
+    usages = [record.summary_usage for record in records if record.summary_usage is not None]
+    return reduce(Usage.plus, usages) if usages else None
 
 
 UNANSWERED = "[no reply: the previous turn ended before the model answered these tool results]"
@@ -687,7 +652,3 @@ INTERRUPTED_TOOL = (
     "not run: the process running this turn stopped before this tool's result was stored; "
     "call it again if it is still needed"
 )
-
-
-def _interrupted(use: ToolUseBlock) -> ToolResultBlock:
-    return ToolResultBlock(tool_use_id=use.id, content=INTERRUPTED_TOOL, is_error=True)

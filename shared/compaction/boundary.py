@@ -1,12 +1,10 @@
 """The keep boundary: the index from which messages are kept verbatim.
 
 The compacted request is ``[head] + messages[boundary:]``. The boundary is always a group
-start (an assistant message that no tool_use/tool_result pair straddles, see
-:mod:`hango.compaction.groups`), so the kept part opens with an assistant message right
-after the user-role head and carries every tool_use together with its tool_result.
-
-The raw boundary ``len(messages) - keep_count`` is moved *back* when it is not a group
-start: keeping a few more messages is always safe, keeping fewer could split a batch.
+start (:mod:`hango.compaction.groups`), so the kept part opens with an assistant message
+right after the user-role head and carries every tool_use together with its tool_result.
+The raw boundary is moved *back* when it is not a group start: keeping a few more messages
+is always safe, keeping fewer could split a batch.
 """
 
 from __future__ import annotations
@@ -25,14 +23,12 @@ def keep_boundary(
     min_index: int = 1,
     starts: Sequence[int] | None = None,
 ) -> int | None:
-    """The largest group start in ``[min_index, len(messages) - keep_count]``.
+    """The largest group start in ``[min_index, len(messages) - keep_count]``, or ``None``
+    (nothing can be evicted).
 
-    ``keep_count`` is how many trailing messages must stay verbatim at least; the result
-    may keep more (never fewer) so that no tool batch is split. ``min_index`` is the
-    smallest allowed boundary: 1 by default, so the opening user message of a stored
-    history is never the first kept message; pass a previous compaction's boundary to
-    only ever move forward. ``None`` means there is no valid boundary in range, so
-    nothing can be evicted. ``starts``: ``group_starts(messages)`` when the caller has it.
+    ``min_index`` is 1 by default, so the opening user message of a stored history is never
+    the first kept message; a previous compaction's boundary only ever moves forward.
+    ``starts``: ``group_starts(messages)`` when the caller has it.
     """
     if keep_count < 0:
         raise ValueError(f"keep_count must be >= 0, got {keep_count}")

@@ -1,14 +1,10 @@
 """Atomic tool groups: where a list of messages may be cut.
 
-An outgoing compacted request is ``[head user message] + kept``, and ``kept`` starts with an
-assistant message, so a cut always falls on an assistant message. An assistant message,
-its ``tool_use`` blocks and the following user message that carries their
-``tool_result`` blocks form one atomic group: a cut at an assistant message evicts the
-previous assistant's calls together with the user message answering them.
-
-Under strict alternation every assistant message starts a group. The rule here is written
-for any list, though: an assistant index ``i`` is a cut point only when no ``tool_result``
-at or after ``i`` answers a ``tool_use`` before ``i``. So even a malformed run such as
+A compacted request is ``[head user message] + kept``, so a cut falls on an assistant
+message; an assistant message's calls and the user message answering them go together.
+Under strict alternation every assistant message starts a group, but the rule is written
+for any list: an assistant index ``i`` is a cut point only when no ``tool_result`` at or
+after ``i`` answers a ``tool_use`` before ``i``. So even a malformed run such as
 ``AI(call a), AI(call b), results(a, b)`` (langchain#38352) is never cut between the two
 calls, where a backward search over id intersections would leave an orphan result.
 """
@@ -16,6 +12,7 @@ calls, where a backward search over id intersections would leave an orphan resul
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
 
 from hango.core.messages import Message
 
@@ -42,20 +39,12 @@ def _forbidden_cuts(messages: Sequence[Message]) -> list[bool]:
     for use_index, result_index in _answered_spans(messages):
         depth[use_index + 1] += 1
         depth[result_index + 1] -= 1
-    forbidden: list[bool] = []
-    open_spans = 0
-    for index in range(len(messages)):
-        open_spans += depth[index]
-        forbidden.append(open_spans > 0)
-    return forbidden
+    return [open_spans > 0 for open_spans in accumulate(depth[: len(messages)])]
 
 
 def group_starts(messages: Sequence[Message]) -> list[int]:
-    """Indices where a keep boundary may fall, ascending.
-
-    Each is an assistant message that no tool_use/tool_result pair straddles. Index 0 is
-    included when the list itself opens with an assistant message (a kept part).
-    """
+    """Indices where a keep boundary may fall, ascending: assistant messages no
+    tool_use/tool_result pair straddles (0 too, when the list opens with one)."""
     forbidden = _forbidden_cuts(messages)
     return [
         index

@@ -19,12 +19,9 @@ from hango.core.messages import StoredMessage, Usage
 
 
 class JobRef(BaseModel):
-    """Where a summary job's result is found: its turn, range and the range's fingerprint.
-
-    Numbers and a digest only, so a task may carry it: an extension of a pre-summary names
-    the job that made the text it builds on, and a worker reads that text from the result
-    cache (signed) instead of from the task's arguments.
-    """
+    """Where a summary job's result is found. Numbers and a digest only, so a task may carry
+    it: an extension of a pre-summary names the job whose text it builds on, and a worker
+    reads that text from the (signed) result cache, not from the task's arguments."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -35,11 +32,8 @@ class JobRef(BaseModel):
 
 
 class SummaryJob(BaseModel):
-    """What to summarize: the evicted range ``[from_seq, to_seq]`` of one session.
-
-    ``evicted`` holds the messages themselves for in-process summarizers; a queued
-    summarizer sends only the ids and sequence numbers and the worker reloads the range.
-    """
+    """What to summarize: the evicted range ``[from_seq, to_seq]`` of one session (a queued
+    summarizer sends only the numbers; the worker reloads ``evicted`` from the store)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -106,11 +100,8 @@ def range_fingerprint(evicted: Sequence[StoredMessage]) -> str:
 
 
 def summary_digest(text: str | None) -> str:
-    """A short digest of a previous summary (``""`` for none).
-
-    Task arguments carry no conversation text: the worker reads the previous summary
-    from the store (the compaction record the job builds on) and checks it against this.
-    """
+    """A short digest of a previous summary (``""`` for none): task arguments carry no
+    conversation text, so the worker reads it from the store and checks it against this."""
     if text is None:
         return ""
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,16 +1,11 @@
 """Mechanical truncation: drop whole oldest tool groups until the request fits.
 
 The last resort, used when summarization failed, produced an invalid request, or the
-retried request overflowed again. No model call: it evicts the fewest oldest atomic
-groups such that ``(head,) + messages[boundary:]`` measures within ``limit``. A boundary
-is always a group start (see :mod:`hango.compaction.groups`), so no tool batch is split and
-the result keeps strict alternation after the user-role ``head``.
-
-The caller supplies ``measure`` (whole-request tokens for a candidate message tuple: it
-closes over the system blocks and tool definitions, which cost the same at every
-boundary) and ``limit``. Taking a measure rather than a yes/no predicate lets
-:class:`~hango.core.errors.CannotFitError` report how far over the smallest possible request
-still is.
+retried request overflowed again; no model call. A boundary is always a group start (see
+:mod:`hango.compaction.groups`), so no tool batch is split and the result keeps strict
+alternation after the user-role ``head``. The caller's ``measure`` (rather than a yes/no
+predicate) lets :class:`~hango.core.errors.CannotFitError` report how far over the
+smallest possible request still is.
 """
 
 from __future__ import annotations
@@ -22,8 +17,8 @@ from hango.compaction.groups import group_starts
 from hango.core.errors import CannotFitError
 from hango.core.messages import Message
 
+# Tokens of the whole request built from these messages (system and tools included).
 Measure = Callable[[tuple[Message, ...]], int]
-"""Tokens of the whole request built from these messages (system and tools included)."""
 
 
 def drop_oldest_groups(
@@ -34,17 +29,11 @@ def drop_oldest_groups(
     limit: int,
     min_keep_from: int | None = None,
 ) -> int:
-    """The smallest boundary ``b`` such that ``measure((head,) + messages[b:]) <= limit``.
+    """The smallest group start ``b`` at or after ``min_keep_from`` (a previous compaction's
+    boundary: truncation only moves forward) with ``measure((head,) + messages[b:]) <= limit``.
 
-    ``b`` is a group start (an assistant message index) at or after ``min_keep_from``
-    (default 0: any group start; pass the previous compaction's boundary so truncation
-    only ever moves forward). Candidates are tried by binary search, which finds the
-    smallest fitting boundary because dropping messages never makes a request bigger;
-    the returned boundary is always one that was measured to fit.
-
-    Raises :class:`CannotFitError` (``tokens`` = size of the smallest candidate request,
-    ``limit``) when even keeping only the last group does not fit, or when there is no
-    group start to cut at.
+    A binary search: dropping messages never makes a request bigger. :class:`CannotFitError`
+    when even the last group does not fit, or there is no group start to cut at.
     """
     if min_keep_from is not None and min_keep_from < 0:
         raise ValueError(f"min_keep_from must be >= 0, got {min_keep_from}")

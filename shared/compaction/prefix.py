@@ -1,12 +1,10 @@
 """The prefix route's request: the previous request as sent, plus the summary instruction.
 
-Everything before the appended instruction stays as it was sent: ``tool_choice`` and the
-thinking configuration too, because changing either invalidates the cached messages
-("Prompt caching", Anthropic docs,
-https://platform.claude.com/docs/en/build-with-claude/prompt-caching: changes to
-``tool_choice`` or to the thinking parameters invalidate the message cache). The
-instruction asks for text without tools instead; a reply that calls a tool anyway is no
-summary (the router then falls back to the range route).
+Everything before the appended instruction stays as it was sent, ``tool_choice`` and the
+thinking configuration too: changing either invalidates the cached messages
+(https://platform.claude.com/docs/en/build-with-claude/prompt-caching). The instruction
+asks for text without tools instead; a reply that calls a tool anyway is no summary (the
+router then falls back to the range route).
 """
 
 from __future__ import annotations

@@ -54,13 +54,9 @@ class CompactionRecord(BaseModel):
 
 
 class PendingSummary(BaseModel):
-    """A summary dispatched early, at the watermark, for a compaction the trigger will need.
-
-    ``[from_seq, to_seq]`` is the range a compaction at the trigger would have evicted when
-    it was dispatched; ``fingerprint`` is the digest of those messages (the queued job's
-    key carries the same one, with ``turn``); ``basis`` is the ``kept_from_seq`` of the
-    record it summarizes on top of (``None``: the first compaction). It is used only while
-    all of these still hold.
+    """A summary dispatched early, at the watermark, for a compaction the trigger will need:
+    the range ``[from_seq, to_seq]``, its messages' ``fingerprint`` (as in the job's key) and
+    the ``kept_from_seq`` it builds on (``basis``; None: the first). Used while all still hold.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -73,16 +69,12 @@ class PendingSummary(BaseModel):
 
 
 class RunState(BaseModel):
-    """The run's private state.
+    """The run's private state: ``latest`` is the record the outgoing request is built from,
+    ``compactions`` the records this run (turn) made, ``compaction_count`` the session's.
 
-    ``latest`` is the record the outgoing request is built from; ``compactions`` are the
-    records this run (turn) made; ``compaction_count`` counts them over the session;
-    ``truncated_before_seq`` is the sticky tool-argument truncation decision (every
-    stored message before it is sent truncated, so the cached prefix changes only when
-    it moves). Each run carries forward only the latest record and the count, so the
-    state saved during the turn (whenever anything but the token correction changed)
-    stays small however long the session grows; the full list of records is the union
-    of every run's ``compactions``.
+    Each run carries forward only the latest record and the count, so its state stays small
+    however long the session grows. ``truncated_before_seq`` is the sticky tool-argument
+    truncation (the cached prefix changes only when it moves).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -98,11 +90,6 @@ class RunState(BaseModel):
     # The pre-summary in flight (dispatched at the watermark, not installed yet), if any.
     presummary: PendingSummary | None = None
 
-    def with_correction(self, model: str, correction: float) -> RunState:
-        return self.model_copy(
-            update={"token_corrections": {**self.token_corrections, model: correction}}
-        )
-
     def with_compaction(self, record: CompactionRecord) -> RunState:
         return self.model_copy(
             update={
@@ -114,16 +101,6 @@ class RunState(BaseModel):
                 "presummary": None,
             }
         )
-
-    def truncating_before(self, seq: int) -> RunState:
-        """Tool arguments of every message before ``seq`` are sent truncated from now on."""
-        return self.model_copy(update={"truncated_before_seq": max(seq, self.truncated_before_seq)})
-
-    def presummarizing(self, pending: PendingSummary | None) -> RunState:
-        return self.model_copy(update={"presummary": pending})
-
-    def forcing(self, reason: CompactionReason | None) -> RunState:
-        return self.model_copy(update={"force_compaction": reason})
 
     def next_turn(self) -> RunState:
         """The state a new turn starts from: what carries over, without this turn's records."""

@@ -25,13 +25,11 @@ identity).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TypeVar
 
 from hango.core.messages import (
     ContentBlock,
     Message,
-    StoredMessage,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -42,16 +40,6 @@ BlockT = TypeVar("BlockT", bound=WireModel)
 
 EMPTY_PLACEHOLDER = "[empty message]"
 MISSING_RESULT = "[no result was recorded for this tool call; it was interrupted]"
-
-
-def sendable(messages: Sequence[Message]) -> tuple[Message, ...]:
-    """The messages with every repair above applied; the same objects where none was needed."""
-    repaired: list[Message] = []
-    ids = UsedIds()
-    for index, message in enumerate(messages):
-        previous = messages[index - 1] if index > 0 else None
-        repaired.append(ids.unique(repair_message(message, previous)))
-    return tuple(repaired)
 
 
 class UsedIds:
@@ -158,10 +146,8 @@ def _answering(blocks: list[ContentBlock], previous: Message | None) -> list[Con
 
 def _next_result(results: dict[str, list[ToolResultBlock]], tool_use_id: str) -> ToolResultBlock:
     waiting = results.get(tool_use_id)
-    return waiting.pop(0) if waiting else _missing(tool_use_id)
-
-
-def _missing(tool_use_id: str) -> ToolResultBlock:
+    if waiting:
+        return waiting.pop(0)
     return ToolResultBlock(tool_use_id=tool_use_id, content=MISSING_RESULT, is_error=True)
 
 
@@ -172,13 +158,13 @@ def _is_empty_text(block: ContentBlock) -> bool:
 def _without_cache_control(block: ContentBlock) -> ContentBlock:
     if isinstance(block, ToolResultBlock):
         block = _clean_result(block)
-    if getattr(block, "cache_control", None) is None:
-        return block
     return _dropping_cache_control(block)
 
 
 def _dropping_cache_control(block: BlockT) -> BlockT:
     """The block without the key (``cache_control: null`` is not what the API wants)."""
+    if getattr(block, "cache_control", None) is None:
+        return block
     data = block.to_api()
     data.pop("cache_control", None)
     return type(block).model_validate(data)
@@ -187,11 +173,7 @@ def _dropping_cache_control(block: BlockT) -> BlockT:
 def _clean_result(block: ToolResultBlock) -> ToolResultBlock:
     if not isinstance(block.content, tuple):
         return block
-    parts = tuple(
-        _dropping_cache_control(p) if p.cache_control is not None else p
-        for p in block.content
-        if not _is_empty_text(p)
-    )
+    parts = tuple(_dropping_cache_control(p) for p in block.content if not _is_empty_text(p))
     if parts == block.content:
         return block
     return block.model_copy(update={"content": parts or "(empty)"})
@@ -204,26 +186,6 @@ def _same(blocks: list[ContentBlock], message: Message) -> bool:
     return len(blocks) == len(original) and all(
         a is b for a, b in zip(blocks, original, strict=True)
     )
-
-
-def merge_consecutive(
-    stored: Sequence[StoredMessage],
-) -> tuple[tuple[Message, ...], tuple[int | None, ...]]:
-    """The outgoing messages, with consecutive same-role messages joined into one.
-
-    A turn that failed after its user message leaves two user messages in a row; the API
-    wants strict alternation, so the outgoing copy joins them (the store keeps both).
-    Each joined message is anchored to the sequence number of its first part.
-    """
-    messages: list[Message] = []
-    seqs: list[int | None] = []
-    for item in stored:
-        if messages and messages[-1].role == item.message.role:
-            messages[-1] = joined(messages[-1], item.message)
-            continue
-        messages.append(item.message)
-        seqs.append(item.seq)
-    return tuple(messages), tuple(seqs)
 
 
 def joined(first: Message, second: Message) -> Message:

@@ -9,18 +9,11 @@ Violations are data, not exceptions: the caller decides (abandon the compaction,
 to mechanical truncation, log). Each ``detail`` is the text the API answers for the same
 mistake, so a log line reads like the 400 it prevented.
 
-Rules checked, in the API's terms:
-
-- at least one message, the first one with role ``user``;
-- roles strictly alternate;
-- every ``tool_use`` in message N is answered by a ``tool_result`` in message N+1, among
-  the leading blocks of that message (tool results come first; text may follow them);
-- every ``tool_result`` in message N answers a ``tool_use`` of message N-1;
-- ``tool_use`` ids are unique across the request;
-- no message has empty content (except a final assistant message), and no text block is
-  empty or whitespace only;
-- one ``tool_result`` per ``tool_use``; (request level) no empty system block and at most
-  four ``cache_control`` breakpoints.
+Rules checked: at least one message, the first a user message; roles alternate; every
+``tool_use`` answered among the leading blocks of the next message, once; every
+``tool_result`` answering a ``tool_use`` of the message before; unique ``tool_use`` ids; no
+empty content (but a final assistant message) and no blank text; no empty system block
+and at most four ``cache_control`` breakpoints.
 """
 
 from __future__ import annotations
@@ -56,11 +49,7 @@ class Violation:
 
 
 def validate_request(request: Request) -> list[Violation]:
-    """Every structural violation in the request (empty list: valid).
-
-    Beyond the messages: no empty system text block, and at most four ``cache_control``
-    breakpoints in tools, system and messages together.
-    """
+    """Every structural violation in the request (empty list: valid)."""
     violations = validate_messages(request.messages)
     for index in fixed_facts(request).empty_system:
         detail = f"system.{index}: text content blocks must be non-empty"
@@ -76,11 +65,8 @@ def validate_request(request: Request) -> list[Violation]:
 
 
 def count_breakpoints(request: Request) -> int:
-    """Every ``cache_control`` in the request, tool-result parts included.
-
-    For messages a session's copy still answers for, its running count (and what the marks
-    placed since add); any other messages are counted block by block.
-    """
+    """Every ``cache_control`` in the request, tool-result parts included (a session's copy
+    keeps a running count of its messages'; others are counted block by block)."""
     fixed = fixed_facts(request).breakpoints
     view = live_view(request.messages)
     if view is None:
@@ -254,11 +240,8 @@ def _missing_results(index: int, message: Message, following: Message | None) ->
 
 
 def _leading_result_ids(message: Message) -> set[str]:
-    """Ids answered by the tool_result blocks that open ``message``.
-
-    The API wants tool results first in the answering message; a result placed after
-    a text block does not count as "immediately after".
-    """
+    """Ids answered by the tool_result blocks that open ``message``: the API wants results
+    first in the answering message (one after a text block is not "immediately after")."""
     answered: set[str] = set()
     for block in message.blocks():
         if not isinstance(block, ToolResultBlock):

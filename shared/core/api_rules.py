@@ -1,10 +1,8 @@
 """The Messages API's rules for ids, names and numbers, checked where input comes in.
 
-The API refuses a ``tool_use`` id or a ``tool_result``'s ``tool_use_id`` outside
-``^[a-zA-Z0-9_-]+$``, a tool name outside ``^[a-zA-Z0-9_-]{1,128}$`` and numbers JSON
-cannot carry (NaN, infinities). Stored, any of them would make every later request of
-the session a 400; so a transcript (``hango replay``), a user message and a model reply
-are checked before anything of them is stored, and refused with what and where.
+Stored, a tool id or name outside the API's patterns (below) or a number JSON cannot
+carry would make every later request of the session a 400; so a transcript, a user
+message and a model reply are checked before anything of them is stored.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from hango.core.messages import Message, ToolResultBlock, ToolUseBlock, too_deep
+from hango.core.messages import Message, ToolResultBlock, ToolUseBlock, json_containers, too_deep
 
 TOOL_ID = re.compile(r"[a-zA-Z0-9_-]+")
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
@@ -62,14 +60,11 @@ def _shown(value: str) -> str:
 
 
 def _non_finite(value: Any) -> bool:
-    """Whether a NaN or an infinity is anywhere in ``value`` (iteratively: any depth)."""
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            return True
-        if isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, list | tuple):
-            pending.extend(item)
-    return False
+    """Whether a NaN or an infinity is anywhere in ``value``."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return any(
+        isinstance(item, float) and not math.isfinite(item)
+        for children, _ in json_containers(value)
+        for item in children
+    )

@@ -11,12 +11,8 @@ T = TypeVar("T")
 
 
 class Prefix(Sequence[T]):
-    """The first ``length`` items of a list its owner only ever appends to.
-
-    As fixed as a tuple of them, without copying a long session's history on every call:
-    what is appended later lies past ``length`` and is not part of the view. Compares
-    equal to a sequence of the same items.
-    """
+    """The first ``length`` items of a list its owner only ever appends to: as fixed as a
+    tuple of them (compares equal to one), without copying a long session's history."""
 
     __slots__ = ("_items", "_length")
 

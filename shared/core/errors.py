@@ -1,30 +1,4 @@
-"""The product's exceptions, in one small hierarchy.
-
-    HangoError
-    ├── ConfigError              a HANGO_* value (or other input) is invalid; names it
-    ├── InvalidSessionIdError    a session id that cannot safely become a path
-    ├── HistoryPathError         a path that would escape the history root
-    ├── TranscriptError          a transcript file that cannot be read; names line/index
-    ├── InvalidInputError        a user message the loop refuses to store (empty, too large)
-    ├── CannotFitError           even the keep window does not fit the model's window
-    ├── UnknownSessionError      a session the store does not hold; names the database
-    ├── MissingHistoryError      a session's records name a history file that is not there
-    ├── SchemaNotReadyError      the database has not been migrated (names `hango migrate`)
-    ├── ToolInputError           a tool's arguments cannot be acted on (told to the model)
-    ├── SummarizerError          a summarizer failed or returned nothing usable
-    ├── LeaseBusyError           another worker holds a job's lease (the task retries)
-    ├── SessionBusyError         another process runs a turn on the session (waited, gave up)
-    ├── TurnLeaseLostError       this process's hold on the session was taken over
-    ├── MissingRangeError        a task's evicted range is not in the store
-    ├── QueueUnavailableError    the broker/Redis cannot be reached or no worker answered
-    │   ├── QueueDeadlineError   no result before the caller's deadline
-    │   ├── JobFailedError       the worker gave up on the job and said why
-    │   └── PublishError         the task could not be published
-    └── ProviderError            the model provider failed (status, message)
-        ├── TransientProviderError   worth retrying: 429, 5xx, 529, timeouts, connections
-        ├── InvalidRequestError      a 400 that is not an overflow (e.g. tool pairing)
-        └── ContextOverflowError     "prompt is too long: N tokens > M maximum", or stop
-                                     reason model_context_window_exceeded
+"""The product's exceptions, in one small hierarchy under :class:`HangoError`.
 
 Every exception pickles with its fields intact (Celery moves exceptions between
 processes): each one records its constructor keywords and rebuilds itself from them.
@@ -103,6 +77,8 @@ class InvalidInputError(HangoError):
 
 
 class CannotFitError(HangoError):
+    """Even the keep window does not fit the model's window."""
+
     tokens: int
     limit: int
 
@@ -111,11 +87,11 @@ class CannotFitError(HangoError):
 
 
 class SummarizerError(HangoError):
-    pass
+    """A summarizer failed or returned nothing usable."""
 
 
 class QueueUnavailableError(HangoError):
-    pass
+    """The broker/Redis cannot be reached or no worker answered."""
 
 
 class ProviderError(HangoError):
@@ -126,19 +102,16 @@ class ProviderError(HangoError):
 
 
 class TransientProviderError(ProviderError):
-    pass
+    """Worth retrying: 429, 5xx, 529, timeouts, connections."""
 
 
 class InvalidRequestError(ProviderError):
-    pass
+    """A 400 that is not an overflow (e.g. tool pairing)."""
 
 
 class ContextOverflowError(ProviderError):
-    """The request did not fit the model's window.
-
-    ``tokens`` and ``maximum`` come from the 400 text when the API states them; they are
-    ``None`` when the overflow was signalled by the stop reason instead.
-    """
+    """The request did not fit the model's window: ``tokens`` and ``maximum`` as the 400
+    text states them (``None`` when the stop reason signalled the overflow)."""
 
     tokens: int | None
     maximum: int | None

@@ -1,15 +1,12 @@
 """Wire types mirroring the Anthropic Messages API.
 
-Every type is a frozen pydantic model, so middleware cannot edit a request in place: it
-builds a new one with ``model_copy(update=...)``. That is what makes "stored messages are
-never rewritten" structural rather than a promise.
+Every type is a frozen pydantic model, so middleware cannot edit a request in place (it
+builds a new one with ``model_copy``): "stored messages are never rewritten" is structural.
 
-Parsing then dumping gives back the same JSON: ``to_api()`` emits exactly the keys that
-were present in the input (or set in code), unknown keys are kept (``extra="allow"``),
-and unknown block types survive as :class:`OtherBlock` (at the top level of a message and
-inside a tool result: documents, search results, tool references, server tool blocks).
-Messages may carry the role ``system`` (the API's mid-conversation system messages); the
-pipeline treats such a message as opaque content, like any block it does not model.
+Parsing then dumping gives back the same JSON: ``to_api()`` emits exactly the keys given,
+unknown keys are kept, and unknown block types survive as :class:`OtherBlock` (documents,
+search results, server tool blocks, ...). A message with the role ``system`` (the API's
+mid-conversation system messages) is opaque content to the pipeline.
 """
 
 from __future__ import annotations
@@ -83,26 +80,20 @@ class ToolUseBlock(WireModel):
 MAX_TOOL_INPUT_DEPTH = 100
 
 
-def json_depth(value: Any) -> int:
-    """How many levels of objects and arrays ``value`` nests (iteratively: any depth)."""
-    deepest = 0
-    pending: list[tuple[Any, int]] = [(value, 0)]
+def json_containers(value: Any) -> Iterator[tuple[Any, int]]:
+    """Every object and array in ``value`` with its depth from 1 (iteratively: any depth)."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
     while pending:
         item, depth = pending.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, depth + 1)
-        pending.extend((child, depth + 1) for child in children)
-    return deepest
+        children = item.values() if isinstance(item, dict) else item
+        if isinstance(item, dict | list | tuple):
+            yield children, depth
+            pending.extend((child, depth + 1) for child in children)
 
 
 def too_deep(use: ToolUseBlock) -> str | None:
     """Why ``use``'s input cannot be kept, or ``None``: named, with its depth and the limit."""
-    depth = json_depth(use.input)
+    depth = max((depth for _, depth in json_containers(use.input)), default=0)
     if depth <= MAX_TOOL_INPUT_DEPTH:
         return None
     return (
@@ -111,16 +102,21 @@ def too_deep(use: ToolUseBlock) -> str | None:
     )
 
 
-def _result_part_tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in ("text", "image") else "other"
+def _tagged(known: frozenset[str]) -> Discriminator:
+    """The union member of a block: its ``type`` if ``known``, else ``other``."""
+
+    def tag(value: Any) -> str:
+        kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+        return kind if kind in known else "other"
+
+    return Discriminator(tag)
 
 
 ResultContentBlock = Annotated[
     Annotated[TextBlock, Tag("text")]
     | Annotated[ImageBlock, Tag("image")]
     | Annotated["OtherBlock", Tag("other")],
-    Discriminator(_result_part_tag),
+    _tagged(frozenset({"text", "image"})),
 ]
 
 
@@ -164,13 +160,6 @@ class OtherBlock(WireModel):
 _KNOWN_BLOCKS = frozenset(
     {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"}
 )
-
-
-def _block_tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in _KNOWN_BLOCKS else "other"
-
-
 ContentBlock = Annotated[
     Annotated[TextBlock, Tag("text")]
     | Annotated[ImageBlock, Tag("image")]
@@ -179,7 +168,7 @@ ContentBlock = Annotated[
     | Annotated[ThinkingBlock, Tag("thinking")]
     | Annotated[RedactedThinkingBlock, Tag("redacted_thinking")]
     | Annotated[OtherBlock, Tag("other")],
-    Discriminator(_block_tag),
+    _tagged(_KNOWN_BLOCKS),
 ]
 
 # ``system``: a mid-conversation system message, which some clients send in ``messages``.
@@ -210,12 +199,10 @@ class Message(WireModel):
 
 
 def message_json(message: Message) -> bytes:
-    """The message's API JSON, serialized after a comma: its part of a body's message list
-    (the first message's part goes without the comma).
+    """The message's compact API JSON after a comma: its part of a body's message list.
 
-    Made by pydantic's serializer straight to UTF-8 bytes (the same object as
-    :meth:`WireModel.to_api`, compact), at about 2.5 times the speed of dumping that dict
-    with :mod:`json`: every message of a restarted session is serialized once.
+    Pydantic's serializer writes it straight to bytes, about 2.5 times as fast as dumping
+    :meth:`WireModel.to_api` with :mod:`json`: a restarted session serializes every message.
     """
     return b"," + _SERIALIZE(message, by_alias=True, exclude_unset=True)
 
@@ -258,10 +245,7 @@ class Request(WireModel):
         return self.tools or ()
 
     def api_body(self) -> JsonObject:
-        """The body as JSON objects: :meth:`api_bytes` parsed, so nothing in it is shared.
-
-        A caller may change anything in it; what the provider sends is :meth:`api_bytes`.
-        """
+        """The body as JSON objects: :meth:`api_bytes` parsed, so nothing in it is shared."""
         body: JsonObject = json.loads(self.api_bytes())
         return body
 
@@ -277,12 +261,9 @@ class Request(WireModel):
     ) -> list[bytes]:
         """:meth:`api_bytes` in parts, a fresh list: one per message, then the fixed part.
 
-        Each message's serialized JSON (:func:`message_json`) is kept by the session's
-        outgoing copy (:mod:`hango.core.sent`), so a call serializes only the messages
-        that changed; joining the parts is one copy of the bytes. The
-        fixed part (everything but the messages) is serialized once per system and tool
-        objects in the caller's ``fixed`` memo (a sender keeps one), else on every call.
-        Bytes: whoever sends them cannot change what a later request is made of.
+        The session's outgoing copy (:mod:`hango.core.sent`) keeps each message's JSON, so
+        a call serializes only the messages that changed. The fixed part is serialized once
+        per system and tool objects in the caller's ``fixed`` memo, else on every call.
         """
         parts = self.messages_parts()
         rest = self._fixed_json(drop, fixed)
@@ -318,12 +299,6 @@ class Request(WireModel):
             mode="json", by_alias=True, exclude_unset=True, exclude={"messages", *drop}
         )
         return json.dumps(fixed, separators=(",", ":")).encode()
-
-    def count_tokens_body(self) -> JsonObject:
-        """The body for ``/v1/messages/count_tokens`` (no ``max_tokens`` there)."""
-        body = self.api_body()
-        body.pop("max_tokens", None)
-        return body
 
 
 StopReason = Literal[
@@ -391,11 +366,8 @@ class Response(WireModel):
 
 
 class StoredMessage(BaseModel):
-    """A message as the store holds it: anchored to its per-session sequence number.
-
-    Boundaries are expressed as sequence numbers (never list positions), so a list that
-    someone rebuilds cannot shift a boundary onto the wrong message.
-    """
+    """A message as the store holds it: anchored to its per-session sequence number (what
+    boundaries are expressed in: a rebuilt list cannot shift one onto the wrong message)."""
 
     model_config = ConfigDict(frozen=True)
 

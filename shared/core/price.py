@@ -1,11 +1,7 @@
 """One model's prices in USD per million tokens, and what a call's tokens cost.
 
-A core type because it is part of a model's profile (:mod:`hango.core.profiles` holds
-the table) and of a ``HANGO_MODEL_PROFILES`` entry, which the settings validate.
-
-The cache multipliers: a 5-minute cache write costs 1.25x the base input price and a
-cache read 0.1x "on most models" (Anthropic prompt-caching docs,
-https://platform.claude.com/docs/en/build-with-claude/prompt-caching).
+A core type: part of a model's profile (:mod:`hango.core.profiles` holds the table) and
+of a ``HANGO_MODEL_PROFILES`` entry, which the settings validate.
 """
 
 from __future__ import annotations
@@ -13,9 +9,6 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 TOKENS_PER_MTOK = 1_000_000
-
-CACHE_WRITE_5M_MULTIPLIER = 1.25
-CACHE_READ_MULTIPLIER = 0.1
 
 
 class Price(BaseModel):

@@ -1,20 +1,11 @@
 """Model profiles: each model's window, when to compact it, its prices and cache minimum.
 
-A profile is resolved from three layers, most specific first:
-
-1. ``HANGO_MODEL_PROFILES`` entries (``{"model": {"max_input_tokens": n, ...}}``);
-2. the built-in table of current Claude windows (:data:`BUILTIN_WINDOWS`);
-3. for fields a profile leaves unset, the settings-level defaults
-   ``HANGO_CONTEXT_TRIGGER_FRAC``, ``HANGO_CONTEXT_KEEP_FRAC``, ``HANGO_CONTEXT_TARGET_FRAC``,
-   ``HANGO_SUMMARIZER_MODEL``
-   (and the model itself as its own summarizer when none is named).
-
-A model found nowhere gets the documented fallback: compact at 170,000 tokens and keep
-the last 6 messages. That is logged once per unknown model, not once per call.
-
-Dated ids (``claude-sonnet-4-5-20250929``, ``claude-sonnet-4-5@20250929``) resolve to
-their base id. The table is a seed (research note A5); windows change, so an override
-always wins.
+A profile comes from ``HANGO_MODEL_PROFILES``, else the built-in windows
+(:data:`BUILTIN_WINDOWS`, a seed from research note A5), with the settings-level
+``HANGO_CONTEXT_*`` fractions and summarizer model (else the model itself) for fields it
+leaves unset. A model found nowhere gets the documented fallback (compact at 170,000
+tokens, keep the last 6 messages), logged once per unknown model. Dated ids
+(``claude-sonnet-4-5-20250929``, ``...@20250929``) resolve to their base id.
 
 Each profile also carries the model's :class:`~hango.core.price.Price` and its minimum
 cacheable prefix (an override may set either). Those two tables are looked up by *rate
@@ -161,10 +152,8 @@ def base_model_id(model: str) -> str:
 
 
 def rate_key(model: str) -> str:
-    """The id prices are looked up by: ``claude-sonnet-4-5-20250929[1m]`` -> ``claude-sonnet-4-5``.
-
-    A bracketed variant changes the window, not the rates or the cache minimum.
-    """
+    """The id prices are looked up by: ``claude-sonnet-4-5-20250929[1m]`` -> ``claude-sonnet-4-5``
+    (a bracketed variant changes the window, not the rates or the cache minimum)."""
     return base_model_id(_VARIANT_SUFFIX.sub("", model.strip()))
 
 
@@ -182,9 +171,8 @@ def min_cacheable_tokens(model: str) -> int:
 class ModelProfile:
     """When to compact one model's requests, how much to keep, and what a call costs.
 
-    Exactly one of ``keep_frac`` (a fraction of the messages) and ``keep_last`` (a fixed
-    number of messages, used by the unknown-model fallback) is set. ``price_known`` says
-    whether ``price`` came from the table or an override rather than the fallback.
+    Exactly one of ``keep_frac`` and ``keep_last`` (the unknown-model fallback) is set;
+    ``price_known``: ``price`` came from the table or an override, not the fallback.
     """
 
     model: str
@@ -224,11 +212,8 @@ class ModelProfile:
 
     @property
     def target_tokens(self) -> int:
-        """Where a truncation aims: well under the trigger, so the next calls fit as they are.
-
-        Never above the trigger: a target over it would truncate to a request that compacts
-        again on the next call.
-        """
+        """Where a truncation aims: well under the trigger, so the next calls fit as they are
+        (never above it: the request would compact again on the next call)."""
         return min(int(self.max_input_tokens * self.target_frac + 1e-6), self.trigger_tokens)
 
     def keep_count(self, n_messages: int) -> int:

@@ -100,23 +100,20 @@ class Settings(BaseSettings):
     context_keep_frac: float = Field(default=0.10, gt=0, lt=1)
     context_target_frac: float = Field(default=0.60, gt=0, lt=1)
     replay_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
-    # Below this share of the window no summary is dispatched ahead of the trigger; past
-    # it the session's pace decides when (hango.compaction.pace), or, with the pace off,
-    # the summary is dispatched at once (the fixed start). Off at or above the trigger.
+    # No summary is dispatched ahead of the trigger below this share of the window; past it
+    # the session's pace decides when (with the pace off: at once). Off at/above the trigger.
     context_presummarize_frac: float = Field(default=0.40, gt=0, le=1)
     context_presummarize_pace: bool = True
-    # How an in-process summary is made: ``auto`` prices both routes per compaction;
-    # ``range`` (the summarizer model over the evicted range) or ``prefix`` (the agent's
-    # model on its warm cached prefix, when open) force one (middleware/summary_route.py).
+    # ``auto`` prices both routes of an in-process summary per compaction; ``range`` (the
+    # summarizer over the evicted range) or ``prefix`` (the agent's warm cache) forces one.
     summary_route: Literal["auto", "range", "prefix"] = "auto"
     tool_arg_max_tokens: int = Field(default=2000, gt=0)
     tool_arg_clear_at_least: int = Field(default=10_000, ge=0)
     tool_result_offload_tokens: int = Field(default=20000, gt=0)
     estimator: Literal["tiktoken", "heuristic"] = "tiktoken"
 
-    # One turn at a time per session (shared/store/leases.py): a holder heartbeats its lease
-    # every third of the ttl; a crashed one's expires after it. A second run_turn waits up
-    # to session_busy_timeout, then fails with SessionBusyError.
+    # One turn at a time per session (store/leases.py): a crashed holder's lease expires
+    # after the ttl; a second run_turn waits session_busy_timeout, then SessionBusyError.
     session_lease_ttl: float = Field(default=30.0, gt=0)
     session_busy_timeout: float = Field(default=60.0, ge=0)
 
@@ -170,7 +167,7 @@ class Settings(BaseSettings):
         home = Path(data.get("home") or user_data_dir()).expanduser().absolute()
         filled = {**data, "home": home}
         if not data.get("database_url"):
-            filled["database_url"] = default_database_url(home)
+            filled["database_url"] = f"sqlite:///{home / DATABASE_FILE}"
         if not data.get("history_root"):
             filled["history_root"] = home / HISTORY_DIR
         return filled
@@ -234,20 +231,13 @@ def sqlite_path(url: str) -> Path | None:
     return Path(path)
 
 
-def default_database_url(home: Path) -> str:
-    """The embedded SQLite database inside ``home``."""
-    return f"sqlite:///{home / DATABASE_FILE}"
-
-
 def env_name(field: str) -> str:
     return ENV_PREFIX + field.upper()
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build the settings from the environment (and explicit overrides), or fail clearly.
-
-    A ``HANGO_*`` variable that is no setting is warned about (once), naming the closest one.
-    """
+    """Build the settings from the environment (and explicit overrides), or fail clearly;
+    warn of each ``HANGO_*`` variable that is no setting, naming the closest one."""
     _report_unknown_variables(os.environ)
     try:
         return Settings(**overrides)

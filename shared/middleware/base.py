@@ -10,18 +10,6 @@ A model call happens in two phases.
 2. **Call.** Each middleware's ``wrap`` receives the call and the rest of the chain
    (``call_next``) and returns the model's response. It never edits the call: it passes a
    new one (``call.evolve(...)``) with a new request.
-
-``ModelCall.seqs`` runs beside ``request.messages``: the store sequence number of each
-outgoing message, or ``None`` for a message the pipeline made (the summary message).
-``ModelCall.stored`` holds the original stored messages behind the outgoing ones, so the
-offload and the summary see them verbatim even after truncation shortened the copy.
-``ModelCall.assembly`` is the fixed part the chain assembled (the prompt-cache middleware
-reads its stable system index), ``ModelCall.overflow`` what the provider said of the
-previous attempt when this call retries after an overflow, ``ModelCall.changed_from``
-where a truncation step changed the sent history (the prompt-cache middleware anchors a
-breakpoint just before it), and ``ModelCall.copy`` the session's outgoing copy
-(:class:`~hango.compaction.outgoing.OutgoingCopy`), through which a truncation step
-changes the messages.
 """
 
 from __future__ import annotations
@@ -102,8 +90,9 @@ class StateHolder:
 
     def settled(self) -> RunState:
         """The state with every learned correction in it: what the store is given."""
-        for model, correction in self._corrections.items():
-            self.state = self.state.with_correction(model, correction)
+        if self._corrections:
+            corrections = {**self.state.token_corrections, **self._corrections}
+            self.state = self.state.model_copy(update={"token_corrections": corrections})
         self._corrections = {}
         return self.state
 
@@ -112,14 +101,15 @@ class StateHolder:
         self._stored = self.state
 
     def measured(self, tokens: int) -> None:
-        """The latest input-token figure of this turn's outgoing request."""
         self.input_tokens = tokens
 
     def record(self, record: CompactionRecord) -> None:
         self.state = self.state.with_compaction(record)
 
     def truncate_before(self, seq: int) -> None:
-        self.state = self.state.truncating_before(seq)
+        """Tool arguments of every message before ``seq`` are sent truncated from now on."""
+        seq = max(seq, self.state.truncated_before_seq)
+        self.state = self.state.model_copy(update={"truncated_before_seq": seq})
 
     def correction(self, model: str) -> float | None:
         """The learned real-per-estimated-token figure of ``model``, if any."""
@@ -132,19 +122,16 @@ class StateHolder:
 
     def presummarize(self, pending: PendingSummary | None) -> None:
         """Note the pre-summary dispatched at the watermark (``None``: used or dropped)."""
-        self.state = self.state.presummarizing(pending)
+        self.state = self.state.model_copy(update={"presummary": pending})
 
     def force(self, reason: CompactionReason | None) -> None:
-        self.state = self.state.forcing(reason)
+        self.state = self.state.model_copy(update={"force_compaction": reason})
 
 
 @dataclass(frozen=True)
 class Overflow:
-    """The provider refused the previous attempt as too long; what is known about it.
-
-    ``measured`` is what the pipeline measured for the refused request; ``tokens`` and
-    ``maximum`` are the provider's own figures when its error stated them.
-    """
+    """The provider refused the previous attempt as too long: what the pipeline ``measured``
+    for it, and the provider's own figures when its error stated them."""
 
     measured: int
     tokens: int | None = None
@@ -158,11 +145,15 @@ class ModelCall:
     session_id: str
     turn: int
     request: Request
+    # Beside ``request.messages``: each one's store sequence number (None: the summary).
     seqs: Sequence[int | None]
     state: StateHolder
+    # The stored messages behind the outgoing ones, verbatim even where truncation cut them.
     stored: Sequence[StoredMessage] = ()
     force: CompactionReason | None = None
+    # The fixed part the chain assembled (the prompt-cache middleware reads its stable index).
     assembly: Assembly | None = None
+    # What the provider said of the previous attempt, when this call retries an overflow.
     overflow: Overflow | None = None
     # The first outgoing message whose bytes differ from the previous call's copy, when a
     # middleware changed early history (a truncation step): the cache is read up to it.
@@ -186,11 +177,8 @@ class ModelCall:
         return bool(self.seqs) and self.seqs[0] is None
 
     def index_of_seq(self, seq: int) -> int:
-        """The index of the first outgoing message at or after sequence number ``seq``.
-
-        Stored messages go out in sequence order and only the summary message (first) has
-        no sequence number, so the rest is sorted: a binary search.
-        """
+        """The index of the first outgoing message at or after sequence number ``seq`` (a
+        binary search: past the summary message, the sequence numbers are sorted)."""
         first = 1 if self.summary_message_present else 0
         seqs = self.seqs
         if isinstance(seqs, Prefix):  # the loop's view: searched at C speed

@@ -36,11 +36,8 @@ def build_chain(
 
 
 def assemble(chain: Sequence[Middleware], base: Assembly | None = None) -> Assembly:
-    """Phase one: every middleware contributes system blocks and tools, in chain order.
-
-    ``base`` holds what comes before every contribution: the agent's own system prompt,
-    the most stable block of all.
-    """
+    """Phase one: every middleware contributes system blocks and tools, in chain order,
+    after ``base`` (the agent's own system prompt, the most stable block of all)."""
     return reduce(lambda assembly, mw: mw.contribute(assembly), chain, base or Assembly())
 
 

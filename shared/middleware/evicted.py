@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from operator import attrgetter
 
 from hango.compaction.head import head_message
 from hango.compaction.jobs import SummaryResult
@@ -37,15 +38,12 @@ def kept_from(call: ModelCall, index: int) -> int:
 
 def evicted_request(call: ModelCall, kept_from_seq: int) -> str | None:
     """The text of the user message that started this turn, when a cut at ``kept_from_seq``
-    leaves it out of the request; ``None`` when the kept messages still hold it.
-
-    A cut falls on an assistant message, so a turn that is one user message followed by
-    dozens of tool rounds (SWE-agent, OpenHands, long Claude Code turns) loses that message
-    on its first compaction: the head quotes it from then on. An earlier cut of this turn
-    already took it out of ``call.stored``; the record of that cut carries it.
+    leaves it out (``None``: the kept messages hold it). A turn of one user message and
+    dozens of tool rounds loses it on its first compaction: the head quotes it from then on
+    (after an earlier cut of this turn, from that cut's record).
     """
     stored = call.stored
-    first = bisect.bisect_left(stored, call.turn, key=_turn_of)  # turns grow with the seq
+    first = bisect.bisect_left(stored, call.turn, key=attrgetter("turn"))  # turns grow with the seq
     opening = stored[first] if first < len(stored) and stored[first].turn == call.turn else None
     if opening is None or not opens_a_turn(opening.message):
         previous = call.run_state.latest
@@ -55,10 +53,6 @@ def evicted_request(call: ModelCall, kept_from_seq: int) -> str | None:
         return None
     text = opening.message.text()
     return text if text.strip() else None
-
-
-def _turn_of(stored: StoredMessage) -> int:
-    return stored.turn
 
 
 def opens_a_turn(message: Message) -> bool:
@@ -104,11 +98,7 @@ def stored_before(call: ModelCall, kept_from_seq: int) -> tuple[StoredMessage, .
 def _index_of(stored: Sequence[StoredMessage], seq: int) -> int:
     """The index in ``stored`` (in sequence order) of the first message at or after
     ``seq``: a binary search, so a cut tried many times costs no walk of the history."""
-    return bisect.bisect_left(stored, seq, key=_seq_of)
-
-
-def _seq_of(stored: StoredMessage) -> int:
-    return stored.seq
+    return bisect.bisect_left(stored, seq, key=attrgetter("seq"))
 
 
 class ArtifactPrefixes:
@@ -153,13 +143,10 @@ def apply_record(call: ModelCall, record: CompactionRecord, boundary: int) -> Mo
 
 
 def undercount_scale(call: ModelCall) -> float:
-    """How much the pipeline's measure undercounts, from what the provider said.
-
-    When the provider reported "prompt is too long: N tokens", N against what the pipeline
-    measured for that same refused request is the undercount; truncation then aims at real
-    tokens. A refusal without a figure (stop reason ``model_context_window_exceeded``) says
-    nothing about the input alone (the output may have run out of room), so the measure
-    stands; the rung still drops at least one group.
+    """How much the pipeline's measure undercounts: the provider's "prompt is too long: N
+    tokens" against what the pipeline measured for that refused request. A refusal without
+    a figure (stop reason ``model_context_window_exceeded``) says nothing about the input
+    alone (the output may have run out of room), so the measure stands.
     """
     overflow = call.overflow
     if overflow is None or overflow.measured <= 0 or overflow.tokens is None:

@@ -5,18 +5,12 @@
 the files and the two history directories. One registry feeds both the definitions the
 model sees and the tools the loop executes, so the two cannot drift apart.
 
-``tool_result`` (the loop's tool-result hook) runs when a tool result is produced,
-before it is stored: a result over ``max_result_tokens`` is written in full to
-``/large_tool_results/{session}/{id}`` and the stored result becomes a head/tail preview
-naming that path. The transcript then holds the preview from the start, so every later
-request is smaller and stays byte-identical (nothing is rewritten later, which keeps the
-prompt cache valid).
-
-``fit_batch`` (the loop's batch hook) does the same for a parallel batch whose results
-are each small enough but together over ``max_batch_tokens`` (a model reading 18 files
-at once): its largest results are offloaded, with shorter previews, until the batch
-fits. Without it such a batch could exceed the window on its own; a tool group is never
-split, so no compaction could bring the request back under the window again.
+``tool_result`` (the loop's tool-result hook) offloads a large result before it is
+stored, so the transcript holds the preview from the start: every later request is
+smaller and stays byte-identical (nothing is rewritten later, which keeps the prompt
+cache valid). ``fit_batch`` does the same for a parallel batch too large together (a model
+reading 18 files at once): a tool group is never split, so no compaction could bring
+such a batch back under the window.
 """
 
 from __future__ import annotations
@@ -84,12 +78,9 @@ class FilesystemMiddleware(PassThrough):
         return assembly.add(system=(files,), tools=self.tools.definitions())
 
     def tool_result(self, tool_use_id: str, content: str, *, session_id: str) -> str:
-        """``content`` itself, or a preview naming the file that now holds it in full.
-
-        The file is the session's own (``/large_tool_results/{session}/{id}``); an id the
-        session already used for another result gets a suffix, so no preview ever comes
-        to name a file that was overwritten.
-        """
+        """``content`` itself, or a head/tail preview naming the file that now holds it in
+        full (``/large_tool_results/{session}/{id}``; an id the session already used for
+        another result gets a suffix, so no preview names a file that was overwritten)."""
         tokens = self.estimator.estimate(content)
         if tokens <= self.max_result_tokens:
             return content
@@ -190,12 +181,6 @@ def _head_and_tail(content: str, lines: int, chars: int) -> tuple[str, str]:
         # Few but long lines (minified JSON, one huge line): cut by characters instead.
         head = content[:chars]
         tail = content[max(chars, len(content) - chars) :]
-    return _clip_end(head, chars), _clip_start(tail, chars)
-
-
-def _clip_end(text: str, chars: int) -> str:
-    return text if len(text) <= chars else text[:chars] + " [...]"
-
-
-def _clip_start(text: str, chars: int) -> str:
-    return text if len(text) <= chars else "[...] " + text[-chars:]
+    head = head if len(head) <= chars else head[:chars] + " [...]"
+    tail = tail if len(tail) <= chars else "[...] " + tail[-chars:]
+    return head, tail

@@ -8,58 +8,22 @@ must not raise: an observer that fails is a bug in the observer, never a failed 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
-from typing import Protocol
+from contextlib import ExitStack, contextmanager
 
 from hango.compaction.record import CompactionRecord
 from hango.core.messages import Request, Response
 
 
-class LoopObserver(Protocol):
-    def turn(self, session_id: str, turn: int) -> AbstractContextManager[None]:
-        """Wraps the whole turn (the turn span lives here)."""
-        ...
-
-    def request_sent(self, session_id: str, turn: int, request: Request, input_tokens: int) -> None:
-        """A request passed validation and is about to go to the provider."""
-        ...
-
-    def response_received(self, session_id: str, turn: int, response: Response) -> None: ...
-
-    def compacted(self, session_id: str, record: CompactionRecord) -> None: ...
-
-    def overflow_retry(self, session_id: str, turn: int, rung: str) -> None:
-        """The provider overflowed; the loop retries with ``rung`` (overflow|truncate)."""
-        ...
-
-    def tool_args_truncated(self, session_id: str, turn: int, count: int) -> None: ...
-
-    def token_figure(self, session_id: str, turn: int, source: str, correction: float) -> None:
-        """How the request's size was known (count_tokens, anchored, estimate) and the
-        learned real-per-estimated-token correction."""
-        ...
-
-    def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
-        """A compacted request failed validation and was replaced by mechanical truncation."""
-        ...
-
-    def summary_waited(
-        self, session_id: str, turn: int, seconds: float, *, presummarized: bool = False
-    ) -> None:
-        """How long a compaction at the trigger held the turn for its offload and summary;
-        ``presummarized`` when it installed a summary dispatched at the watermark."""
-        ...
-
-
-class NullObserver:
-    """Observes nothing; subclass it and override the hooks you need."""
+class LoopObserver:
+    """The loop's hooks, each doing nothing here: an observer overrides the ones it needs."""
 
     @contextmanager
     def turn(self, session_id: str, turn: int) -> Iterator[None]:
+        """Wraps the whole turn (the turn span lives here)."""
         yield
 
     def request_sent(self, session_id: str, turn: int, request: Request, input_tokens: int) -> None:
-        pass
+        """A request passed validation and is about to go to the provider."""
 
     def response_received(self, session_id: str, turn: int, response: Response) -> None:
         pass
@@ -68,24 +32,30 @@ class NullObserver:
         pass
 
     def overflow_retry(self, session_id: str, turn: int, rung: str) -> None:
-        pass
+        """The provider overflowed; the loop retries with ``rung`` (overflow|truncate)."""
 
     def tool_args_truncated(self, session_id: str, turn: int, count: int) -> None:
         pass
 
     def token_figure(self, session_id: str, turn: int, source: str, correction: float) -> None:
-        pass
+        """How the request's size was known (count_tokens, anchored, estimate) and the
+        learned real-per-estimated-token correction."""
 
     def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
-        pass
+        """A compacted request failed validation and was replaced by mechanical truncation."""
 
     def summary_waited(
         self, session_id: str, turn: int, seconds: float, *, presummarized: bool = False
     ) -> None:
-        pass
+        """How long a compaction at the trigger held the turn for its offload and summary;
+        ``presummarized`` when it installed a summary dispatched at the watermark."""
 
 
-class Observers(NullObserver):
+class NullObserver(LoopObserver):
+    """Observes nothing; subclass it and override the hooks you need."""
+
+
+class Observers(LoopObserver):
     """Fans every hook out to several observers."""
 
     def __init__(self, observers: list[LoopObserver]) -> None:

@@ -1,10 +1,8 @@
 """The summarization middleware's pace keeping: when to start a pre-summary, and waits.
 
-:class:`Pacer` holds, per session, a :class:`~hango.compaction.pace.SessionPace` (growth
-per call, time between calls) and, per summarizer, its measured latencies, and reads a
-clock. Deployments read ``time.monotonic``; ``hango replay`` hands in the transcript's
-recorded times and a simulated summarizer latency, so what a pre-summary would have
-waited on the recorded pacing is computed on that clock (nothing sleeps).
+:class:`Pacer` holds each session's :class:`~hango.compaction.pace.SessionPace` and each
+summarizer's latencies, and reads a clock: ``time.monotonic``, or in ``hango replay`` the
+transcript's recorded times with a simulated summarizer latency (nothing sleeps).
 
 The start rule (``due``): never below the floor (``HANGO_CONTEXT_PRESUMMARIZE_FRAC`` of
 the window); past it, when the session's pace says a summary started one call later could

@@ -2,11 +2,13 @@
 
 After each response, its usage is the exact size of the request just sent; the next
 request's figure is that plus the corrected estimate of what changed. The provider counts
-only when there is no anchor or the figure is close enough to the trigger for its error
-to matter.
+only when there is no anchor (first call, after a compaction, after a restart) or the
+figure is close enough to the trigger for its error to matter.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from hango.compaction.record import CompactionRecord
 from hango.core.identity import RecentlyUsed
@@ -26,11 +28,11 @@ from hango.tokens.measure import (
 )
 
 
+@dataclass
 class _Figures:
     """What is remembered of one session: the anchor of its token figure."""
 
-    def __init__(self) -> None:
-        self.anchor: Anchor | None = None
+    anchor: Anchor | None = None
 
 
 class TokenFigure:
@@ -56,15 +58,11 @@ class TokenFigure:
         self._figures: RecentlyUsed[_Figures] = RecentlyUsed()
 
     def measure(self, call: ModelCall, record: CompactionRecord | None = None) -> int:
-        """The whole request's input tokens, in the provider's units.
+        """The whole request's input tokens, in the provider's units (see the module).
 
-        Anchored when possible: the real size of the last request sent in the same context
-        (its usage) plus the corrected estimate of what changed since. The provider counts
-        only when there is no anchor (first call, after a compaction, after a restart) or
-        the anchored figure is close enough to the trigger for its error to matter; else
-        the corrected estimate. Before and after a compaction are measured the same way,
-        so the two figures of a compaction record are in the same units. ``record`` is
-        the compaction the request was just built from, before it is in the state.
+        Before and after a compaction are measured the same way, so the two figures of a
+        compaction record are in the same units. ``record`` is the compaction the request
+        was just built from, before it is in the state.
         """
         figures = self._figures.get(call.session_id, _Figures)
         estimate = self.estimate(call.request)

@@ -1,10 +1,8 @@
 """The provider boundary: one required ability and one optional one.
 
-``Provider.complete`` sends a request and returns the model's response, raising the
-errors of :mod:`hango.core.errors` (never an SDK exception). The optional ability to count a
-request exactly is :class:`hango.tokens.base.TokenCounter` (a ``count_tokens`` method),
-checked with ``isinstance`` and declared nowhere else: a wrapper that cannot count (the
-instrumented provider around a provider that cannot) simply has no such method.
+``Provider.complete`` raises the errors of :mod:`hango.core.errors`, never an SDK
+exception. Counting a request exactly is :class:`hango.tokens.base.TokenCounter`, checked
+with ``isinstance``: a wrapper around a provider that cannot count has no such method.
 """
 
 from __future__ import annotations

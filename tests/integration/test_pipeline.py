@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from hango.compaction.repair import merge_consecutive
 from hango.compaction.validate import validate_request
 from hango.core.errors import ContextOverflowError
 from hango.core.messages import Message, TextBlock, ToolUseBlock
@@ -19,6 +18,7 @@ from hango.providers.scripted import text_reply, tool_reply
 from hango.store import Store
 from hango.tokens import make_estimator
 from tests.agent_support import build, writer_reply
+from tests.outgoing_reference import merge_consecutive
 
 pytestmark = pytest.mark.integration
 

@@ -353,7 +353,7 @@ def test_sessions_show_prints_the_learned_token_correction_per_model(
     store = Store.from_url(database)
     store.migrate()
     store.ensure_session("s-fix", "claude-opus-4-7")
-    learned = RunState().with_correction("claude-opus-4-7", 1.3125).with_correction("m2", 0.9)
+    learned = RunState(token_corrections={"claude-opus-4-7": 1.3125, "m2": 0.9})
     store.finish_run(store.start_run("s-fix", 1, RunState()), "completed")
     store.finish_run(store.start_run("s-fix", 2, learned), "completed")
     store.engine.dispose()

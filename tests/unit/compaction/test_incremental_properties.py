@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hango.compaction.outgoing import OutgoingCopy
-from hango.compaction.repair import merge_consecutive, sendable
 from hango.compaction.tool_args import Truncation, TruncationResult, truncate_tool_args
 from hango.compaction.validate import count_breakpoints, validate_request
 from hango.core.messages import (
@@ -30,6 +29,7 @@ from hango.core.messages import (
 from hango.core.sent import SentMessages
 from hango.tokens.measure import RequestEstimate
 from tests.histories import CharEstimator, call, calls, histories, payload, result, results, user
+from tests.outgoing_reference import merge_consecutive, sendable
 from tests.properties import examples
 
 BROKEN = (

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from hango.compaction.outgoing import OutgoingCopy
-from hango.compaction.repair import (
-    EMPTY_PLACEHOLDER,
-    MISSING_RESULT,
-    merge_consecutive,
-    sendable,
-)
+from hango.compaction.repair import EMPTY_PLACEHOLDER, MISSING_RESULT
 from hango.compaction.validate import validate_messages
 from hango.core.messages import (
     CacheControl,
@@ -19,6 +14,7 @@ from hango.core.messages import (
     ToolUseBlock,
 )
 from hango.queue.keys import JobKey
+from tests.outgoing_reference import merge_consecutive, sendable
 
 MARK = CacheControl(type="ephemeral")
 

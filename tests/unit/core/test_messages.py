@@ -213,12 +213,6 @@ def test_response_usage_keeps_cache_fields_and_totals_all_input() -> None:
     assert wire(response.as_message()) == {"role": "assistant", "content": RESPONSE["content"]}
 
 
-def test_count_tokens_body_is_the_request_without_max_tokens() -> None:
-    body = Request.model_validate(REQUEST).count_tokens_body()
-    expected = {k: v for k, v in REQUEST.items() if k != "max_tokens"}
-    assert json.loads(json.dumps(body)) == expected
-
-
 def test_blocks_built_in_code_dump_their_type() -> None:
     built = Message(
         role="assistant",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hango.core.price import CACHE_READ_MULTIPLIER, CACHE_WRITE_5M_MULTIPLIER, Price
+from hango.core.price import Price
 from hango.core.profiles import (
     BUILTIN_WINDOWS,
     DEFAULT_MIN_CACHEABLE_TOKENS,
@@ -24,6 +24,9 @@ def price_for(model: str) -> Price:
 
 # Rows whose cache rates are not base x 1.25 / x 0.1 (see the prices module docstring).
 NON_STANDARD_CACHE_RATES = {"claude-opus-5-5", "claude-sonnet-5-5", "claude-3-haiku"}
+# The published multipliers of a 5-minute cache write and a cache read (hango.core.price).
+CACHE_WRITE_5M_MULTIPLIER = 1.25
+CACHE_READ_MULTIPLIER = 0.1
 
 
 @pytest.mark.parametrize(

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hango.compaction.repair import sendable
 from hango.compaction.tool_args import truncate_tool_args
 from hango.compaction.validate import validate_messages
 from hango.core.messages import Message, OtherBlock, Request, ToolDefinition
 from hango.tokens import make_estimator
+from tests.outgoing_reference import sendable
 
 TRANSCRIPT: list[dict[str, Any]] = [
     {

@@ -19,10 +19,11 @@ from hango.history.paths import conversation_history_path
 from hango.middleware.base import Assembly, PassThrough
 from hango.middleware.observer import NullObserver
 from hango.middleware.summarization import SummarizationMiddleware
-from hango.providers.scripted import ScriptedCounter, ScriptedProvider, text_reply, tool_reply
+from hango.providers.scripted import ScriptedProvider, text_reply, tool_reply
 from hango.summarizers.llm import LLMSummarizer
 from hango.summarizers.offload import InlineOffloader
 from tests.agent_support import build, make_settings
+from tests.scripted_counter import ScriptedCounter
 
 FACT = "Remember fact {i}: token key-{i:04d}. " + "detail " * 150
 

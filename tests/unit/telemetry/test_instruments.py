@@ -19,12 +19,13 @@ from opentelemetry.trace import SpanKind, StatusCode
 from hango.compaction.record import CompactionRecord
 from hango.core.errors import ContextOverflowError
 from hango.core.messages import Message, Request, Response, TextBlock, Usage
-from hango.providers.scripted import ScriptedCounter, ScriptedProvider, text_reply
+from hango.providers.scripted import ScriptedProvider, text_reply
 from hango.telemetry import names as t
 from hango.telemetry.observer import TelemetryObserver
 from hango.telemetry.provider import InstrumentedProvider, instrument_provider
 from hango.tokens.base import TokenCounter
 from tests.otel_support import Captured, capture, point_with
+from tests.scripted_counter import ScriptedCounter
 
 MODEL = "claude-test-1"
 SUMMARY_MODEL = "claude-small-1"

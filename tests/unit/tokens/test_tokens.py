@@ -25,7 +25,7 @@ from hango.core.messages import (
     ToolUseBlock,
 )
 from hango.providers.base import Capabilities
-from hango.providers.scripted import ScriptedCounter, ScriptedProvider
+from hango.providers.scripted import ScriptedProvider
 from hango.tokens import (
     EncodingSource,
     Estimator,
@@ -38,6 +38,7 @@ from hango.tokens import (
 from hango.tokens.framing import IMAGE_TOKENS, TOOLS_PREAMBLE
 from hango.tokens.heuristic import BYTES_PER_TOKEN, utf8_length
 from hango.tokens.tiktoken_estimator import LARGE_TEXT_CHARS, TokenEncoding
+from tests.scripted_counter import ScriptedCounter
 
 PLAIN = Capabilities()
 
