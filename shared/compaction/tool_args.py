@@ -133,9 +133,10 @@ def truncate_tool_args(
 ) -> TruncationResult:
     """Shorten large tool inputs and results in ``messages[:protect_from]``.
 
-    A ``tool_use`` whose serialized input is estimated over ``max_tokens`` gets each long
-    string value cut to a ``preview_chars`` head plus a note; if the input is still over
-    budget, each remaining large top-level value becomes a preview string of its JSON. A
+    A ``tool_use`` whose input (its compact JSON, as the request carries it) is estimated
+    over ``max_tokens`` gets each long string value cut to a ``preview_chars`` head plus a
+    note; if the input is still over budget, each remaining large top-level value becomes
+    a preview string of its JSON. A
     ``tool_result`` whose text is estimated over ``max_tokens`` keeps a head and a tail
     of ``preview_chars`` around the note. ``offloaded`` maps a tool_use id to where its
     full content can be read back; the note names that path when present.
