@@ -34,7 +34,6 @@ from hango.compaction.validate import (
     marked_breakpoints,
     message_breakpoints,
     position_violations,
-    validate_messages,
     validate_request,
 )
 from hango.core.collection import Prefix
@@ -309,7 +308,8 @@ class OutgoingCopy:
         if self.estimator is not None:
             self._tokens.put(index, self.estimator.estimate_message(message))
         self._checks.put(index, message)
-        self._unchecked.update((index - 1, index, index + 1))
+        if self._checked:  # else the next check looks at every position anyway
+            self._unchecked.update((index - 1, index, index + 1))
 
     def _use(self, truncate: Truncate) -> None:
         """Truncate with ``truncate`` from now on (another one: every form is redone)."""
@@ -380,12 +380,10 @@ class OutgoingCopy:
         if not sent or sent[0].role != "user" or checks.duplicated:
             self._checked = False
             return False
-        if self._checked:
-            last = len(sent) - 1
-            around = (i for i in self._unchecked if 0 <= i <= last)
-            fine = not any(position_violations(sent, i, None) for i in around)
-        else:
-            fine = not validate_messages(sent)
+        # Unique ids are the running count's; the other rules are looked at per position.
+        last = len(sent) - 1
+        around = range(last + 1) if not self._checked else self._unchecked
+        fine = not any(position_violations(sent, i, None) for i in around if 0 <= i <= last)
         self._checked = fine
         self._unchecked.clear()
         return fine

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from hango.core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
-from hango.tokens.base import BoundsTokens, Estimator
-from hango.tokens.heuristic import utf8_length
+from hango.tokens.base import Estimator
+from hango.tokens.framing import FramedEstimator, compact_json
 
 DEFAULT_PREVIEW_CHARS = 200
 """Characters kept from a truncated argument string, and from each end of a tool result."""
@@ -104,22 +104,22 @@ class _Budget:
 
     max_tokens: int
     estimator: Estimator
-    # The estimator's bound on a text's estimate from its UTF-8 length, when it has one.
-    most_tokens: Callable[[int], int | None] | None
-
-    @classmethod
-    def of(cls, max_tokens: int, estimator: Estimator) -> _Budget:
-        bound = estimator.most_tokens if isinstance(estimator, BoundsTokens) else None
-        return cls(max_tokens, estimator, bound)
 
     def fits(self, text: str) -> bool:
-        """``estimator.estimate(text) <= max_tokens``, without counting ``text`` when its
-        length alone bounds the estimate under the budget (most tool blocks are short)."""
-        if self.most_tokens is not None:
-            most = self.most_tokens(utf8_length(text))
-            if most is not None and most <= self.max_tokens:
-                return True
         return self.estimator.estimate(text) <= self.max_tokens
+
+    def covers(self, message: Message) -> bool:
+        """Whether every tool block of ``message`` is within budget by the message's own
+        estimate, which the session already holds (counted when the message joined the
+        copy, or stored with it). A :class:`FramedEstimator` counts in it, in full, the
+        very text each block is judged on (an input's compact JSON, a result's text), so
+        it bounds each block's estimate; not a result's several text parts, judged joined.
+        """
+        if not isinstance(self.estimator, FramedEstimator):
+            return False
+        if self.estimator.estimate_message(message) > self.max_tokens:
+            return False
+        return all(isinstance(r.content, str | None) for r in message.tool_results())
 
 
 def truncate_tool_args(
@@ -133,9 +133,10 @@ def truncate_tool_args(
 ) -> TruncationResult:
     """Shorten large tool inputs and results in ``messages[:protect_from]``.
 
-    A ``tool_use`` whose serialized input is estimated over ``max_tokens`` gets each long
-    string value cut to a ``preview_chars`` head plus a note; if the input is still over
-    budget, each remaining large top-level value becomes a preview string of its JSON. A
+    A ``tool_use`` whose input (its compact JSON, as the request carries it) is estimated
+    over ``max_tokens`` gets each long string value cut to a ``preview_chars`` head plus a
+    note; if the input is still over budget, each remaining large top-level value becomes
+    a preview string of its JSON. A
     ``tool_result`` whose text is estimated over ``max_tokens`` keeps a head and a tail
     of ``preview_chars`` around the note. ``offloaded`` maps a tool_use id to where its
     full content can be read back; the note names that path when present.
@@ -151,7 +152,7 @@ def truncate_tool_args(
         raise ValueError(f"preview_chars must be >= 0, got {preview_chars}")
     shortened = list(messages)
     count = 0
-    budget = _Budget.of(max_tokens, estimator)
+    budget = _Budget(max_tokens, estimator)
     for index in range(min(protect_from, len(messages))):
         message, blocks_cut = _truncate_message(messages[index], budget, offloaded, preview_chars)
         if blocks_cut:
@@ -175,7 +176,7 @@ class Truncation:
         self.max_tokens = max_tokens
         self.estimator = estimator
         self.preview_chars = preview_chars
-        self._budget = _Budget.of(max_tokens, estimator)
+        self._budget = _Budget(max_tokens, estimator)
 
     def __call__(self, message: Message) -> tuple[Message, int, int]:
         form, blocks = _truncate_message(message, self._budget, _NO_PATHS, self.preview_chars)
@@ -188,7 +189,7 @@ class Truncation:
 def _truncate_message(
     message: Message, budget: _Budget, offloaded: Mapping[str, str], preview_chars: int
 ) -> tuple[Message, int]:
-    if isinstance(message.content, str):
+    if isinstance(message.content, str) or budget.covers(message):
         return message, 0
     blocks: list[ContentBlock] = []
     count = 0
@@ -215,10 +216,10 @@ def _truncate_tool_use(
 ) -> ToolUseBlock | None:
     """A copy of ``block`` with a shortened input, or ``None`` when it is within budget."""
     original: Any = block.input
-    if budget.fits(_dumps(original)):
+    if budget.fits(compact_json(original)):
         return None
     shortened = _shorten_strings(original, cutter)
-    if not budget.fits(_dumps(shortened)):
+    if not budget.fits(compact_json(shortened)):
         shortened = _collapse_values(shortened, cutter)
     if shortened == original:
         return None

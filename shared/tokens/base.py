@@ -30,16 +30,6 @@ class Estimator(Protocol):
 
 
 @runtime_checkable
-class BoundsTokens(Protocol):
-    """An estimator that bounds a text's estimate by the text's UTF-8 length."""
-
-    def most_tokens(self, utf8_bytes: int) -> int | None:
-        """At least ``estimate(text)`` for every text of ``utf8_bytes`` UTF-8 bytes
-        (``None``: no bound known)."""
-        ...
-
-
-@runtime_checkable
 class TokenCounter(Protocol):
     """Counts the input tokens of a whole request, exactly as the provider will."""
 

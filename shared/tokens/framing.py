@@ -65,19 +65,14 @@ FRAMING_VERSION = 1
 
 
 class FramedEstimator:
-    """An :class:`~hango.tokens.base.Estimator` made of a text counter plus API framing."""
+    """An :class:`~hango.tokens.base.Estimator` made of a text counter plus API framing.
 
-    def __init__(
-        self,
-        name: str,
-        count_text: TextCounter,
-        calibration: str = "",
-        most_text_tokens: Callable[[int], float] | None = None,
-    ) -> None:
-        """``most_text_tokens``: an upper bound on ``count_text`` of any text by its UTF-8
-        length, when the counter has one (see :meth:`most_tokens`)."""
+    A message's estimate counts every text of its blocks in full (a tool input as its
+    :func:`compact_json`), so it is at least :meth:`estimate` of any one of them.
+    """
+
+    def __init__(self, name: str, count_text: TextCounter, calibration: str = "") -> None:
         self.name = name
-        self._most_text_tokens = most_text_tokens
         # What a stored per-message figure must match to be reused (see KeepsEstimates).
         parts = (name, calibration, f"framing-{FRAMING_VERSION}")
         self.signature = "/".join(part for part in parts if part)
@@ -91,13 +86,6 @@ class FramedEstimator:
 
     def estimate(self, text: str) -> int:
         return _round_up(self._count_text(text)) if text else 0
-
-    def most_tokens(self, utf8_bytes: int) -> int | None:
-        """An upper bound on :meth:`estimate` of every text of ``utf8_bytes`` UTF-8 bytes
-        (``None``: the text counter gives none). It answers "is this text within N tokens?"
-        from the text's length alone when the bound says so, without counting the text."""
-        bound = self._most_text_tokens
-        return None if bound is None else _round_up(bound(utf8_bytes))
 
     def estimate_message(self, message: Message) -> int:
         return self._messages.get(message, self._message_tokens)
@@ -155,7 +143,7 @@ class FramedEstimator:
         if isinstance(block, TextBlock):
             return self._text(block.text), BLOCK_OVERHEAD
         if isinstance(block, ToolUseBlock):
-            return self._text(_compact_json(block.input)), TOOL_USE_OVERHEAD
+            return self._text(compact_json(block.input)), TOOL_USE_OVERHEAD
         if isinstance(block, ToolResultBlock):
             return self._tool_result_cost(block)
         if isinstance(block, ImageBlock):
@@ -184,7 +172,7 @@ class FramedEstimator:
 
     def _other_cost(self, block: OtherBlock) -> tuple[float, int]:
         # Unmodelled blocks (documents, server tools, ...) are counted as their JSON.
-        return self._text(_compact_json(block.to_api())), BLOCK_OVERHEAD
+        return self._text(compact_json(block.to_api())), BLOCK_OVERHEAD
 
     def _text(self, text: str) -> float:
         return self._count_text(text) if text else 0.0
@@ -195,5 +183,6 @@ def _round_up(tokens: float) -> int:
     return math.ceil(tokens - 1e-9)
 
 
-def _compact_json(value: object) -> str:
+def compact_json(value: object) -> str:
+    """The JSON text of ``value`` as a request carries it (no spaces, non-ASCII kept)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -39,12 +39,5 @@ class HeuristicEstimator(FramedEstimator):
     """Calibrated bytes-per-token estimate plus the shared request framing."""
 
     def __init__(self) -> None:
-        super().__init__(
-            "heuristic", heuristic_text_tokens, f"{BYTES_PER_TOKEN}bpt", most_heuristic_tokens
-        )
+        super().__init__("heuristic", heuristic_text_tokens, f"{BYTES_PER_TOKEN}bpt")
 
-
-def most_heuristic_tokens(utf8_bytes: int) -> float:
-    """The heuristic's count of any text of ``utf8_bytes`` UTF-8 bytes: it counts nothing
-    else."""
-    return utf8_bytes / BYTES_PER_TOKEN

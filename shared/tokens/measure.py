@@ -79,8 +79,11 @@ def measure_input_tokens(
 
 
 def can_count_tokens(provider: object) -> TypeGuard[TokenCounter]:
-    """Whether ``provider`` counts tokens: it has ``count_tokens`` (the one way to say so)."""
-    return isinstance(provider, TokenCounter)
+    """Whether ``provider`` counts tokens: it has ``count_tokens`` (the one way to say so).
+
+    What ``isinstance(provider, TokenCounter)`` answers, without the protocol machinery:
+    about 30 µs a call, asked on every call near the trigger."""
+    return callable(getattr(provider, "count_tokens", None))
 
 
 def _count_within(

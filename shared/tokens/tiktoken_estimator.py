@@ -73,26 +73,11 @@ DEFAULT_ENCODINGS = EncodingSource(load_offline_cl100k)
 
 
 class TiktokenEstimator(FramedEstimator):
-    """cl100k counts x 1.11 plus the shared request framing.
-
-    ``encoding`` is cl100k (or another byte-level BPE): the bound on a text's estimate by
-    its UTF-8 length (:func:`most_cl100k_tokens`) holds only for an encoding that never
-    makes a token of less than a byte.
-    """
+    """cl100k counts x 1.11 plus the shared request framing."""
 
     def __init__(self, encoding: TokenEncoding) -> None:
         calibration = f"{ENCODING_NAME}*{CLAUDE_TOKENS_PER_CL100K}"
-        super().__init__(
-            "tiktoken", _memoized_cl100k_counter(encoding), calibration, most_cl100k_tokens
-        )
-
-
-def most_cl100k_tokens(utf8_bytes: int) -> float:
-    """At most one cl100k token per UTF-8 byte, calibrated: cl100k is a byte-level BPE
-    whose every token stands for at least one byte of the text (tiktoken replaces a lone
-    surrogate by U+FFFD, three bytes, as many as ``utf8_length`` counts for it). A text
-    past ``LARGE_TEXT_CHARS`` is counted by the heuristic, well under this."""
-    return utf8_bytes * CLAUDE_TOKENS_PER_CL100K
+        super().__init__("tiktoken", _memoized_cl100k_counter(encoding), calibration)
 
 
 # Tokenizing is ~100x slower than hashing a string, and messages rebuilt from storage (or

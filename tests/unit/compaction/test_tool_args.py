@@ -18,7 +18,8 @@ from hango.core.messages import (
     ToolUseBlock,
 )
 from hango.tokens import make_estimator
-from hango.tokens.base import BoundsTokens, Estimator
+from hango.tokens.base import Estimator
+from hango.tokens.framing import FramedEstimator
 from tests.histories import (
     TINY_PNG,
     CharEstimator,
@@ -312,11 +313,11 @@ class CountingEstimator(CharEstimator):
         return super().estimate(text)
 
 
-# --- the length bound: a block whose UTF-8 length bounds it under the budget is not counted --
+# --- the message bound: a message estimated within the budget has no block over it ----------
 
 
 class Unbounded:
-    """The estimator it wraps, without its length bound: every block is counted."""
+    """The estimator it wraps, counting every block: no message estimate bounds them."""
 
     def __init__(self, inner: Estimator) -> None:
         self.inner = inner
@@ -334,10 +335,18 @@ class Unbounded:
         return self.inner.estimate_request(request)
 
 
-class Bounded(Unbounded):
-    def most_tokens(self, utf8_bytes: int) -> int | None:
-        bound = self.inner.most_tokens if isinstance(self.inner, BoundsTokens) else None
-        return None if bound is None else bound(utf8_bytes)
+def counting(kind: str) -> tuple[FramedEstimator, list[str]]:
+    """A real estimator (its message figures bound its blocks) and the texts it counts."""
+    estimator = make_estimator(kind)  # type: ignore[arg-type]
+    assert isinstance(estimator, FramedEstimator)
+    count, counted = estimator._count_text, []
+
+    def noting(text: str) -> float:
+        counted.append(text)
+        return count(text)
+
+    estimator._count_text = noting
+    return estimator, counted
 
 
 def mixed_history() -> tuple[Message, ...]:
@@ -365,37 +374,37 @@ def mixed_history() -> tuple[Message, ...]:
 
 @pytest.mark.parametrize("kind", ["tiktoken", "heuristic"])
 @pytest.mark.parametrize("max_tokens", [0, 50, 300, 700, 1_000, 2_000, 5_000])
-def test_the_length_bound_changes_nothing_but_what_is_counted(kind: str, max_tokens: int) -> None:
-    estimator = make_estimator(kind)  # type: ignore[arg-type]
+def test_the_message_bound_changes_nothing_but_what_is_counted(kind: str, max_tokens: int) -> None:
+    bounded, _ = counting(kind)
+    unbounded = Unbounded(bounded)
     messages = mixed_history()
-    counted, bounded = Unbounded(estimator), Bounded(estimator)
     expected = truncate_tool_args(
-        messages, protect_from=7, max_tokens=max_tokens, estimator=counted
+        messages, protect_from=7, max_tokens=max_tokens, estimator=unbounded
     )
     found = truncate_tool_args(messages, protect_from=7, max_tokens=max_tokens, estimator=bounded)
     assert found == expected
-    assert len(bounded.counted) <= len(counted.counted)
-    truncation = Truncation(max_tokens=max_tokens, estimator=Bounded(estimator))
-    plain = Truncation(max_tokens=max_tokens, estimator=Unbounded(estimator))
+    truncation = Truncation(max_tokens=max_tokens, estimator=bounded)
+    plain = Truncation(max_tokens=max_tokens, estimator=unbounded)
     assert [truncation(m) for m in messages] == [plain(m) for m in messages]
 
 
-def test_a_short_block_is_not_counted() -> None:
-    estimator = Bounded(make_estimator("tiktoken"))
+def test_the_blocks_of_a_message_within_budget_are_not_counted_again() -> None:
+    estimator, counted = counting("tiktoken")
     messages = mixed_history()
-    truncate_tool_args(messages, protect_from=7, max_tokens=2_000, estimator=estimator)
-    # The 1.5k-character input and the 900-emoji result (3.6k bytes: not bounded) ...
-    assert not any(text == "x" * 1_500 for text in estimator.counted)
-    assert "🙂" * 900 in estimator.counted
+    for message in messages:
+        estimator.estimate_message(message)  # as the copy does when a message joins it
+    counted.clear()
+    truncate_tool_args(messages, protect_from=7, max_tokens=5_000, estimator=estimator)
+    # Every message is within 5,000 tokens, but a result of several text parts is judged
+    # on their joined text, which the message's estimate did not count.
+    assert counted == ["日志" * 300 + "\n" + "ok " * 400]
 
 
-def test_the_bound_is_by_bytes_so_non_latin_text_over_budget_is_still_cut() -> None:
-    # 700 characters of CJK: 770 tokens by characters x 1.11 would be "within 800"; its
-    # 2,100 bytes are not, so it is counted (about 1.1k tokens here) and cut.
-    estimator = Bounded(make_estimator("tiktoken"))
+def test_a_text_over_budget_is_still_counted_and_cut() -> None:
+    # 700 characters of CJK, about 1.1k tokens: its message is over 800, so it is counted.
+    estimator, counted = counting("tiktoken")
     text = "模型上下文窗口" * 100
-    assert estimator.inner.estimate(text) > 800
     messages = (user("go"), calls(call("toolu_a")), results(result("toolu_a", text)), user("next"))
     truncated = truncate_tool_args(messages, protect_from=3, max_tokens=800, estimator=estimator)
     assert truncated.truncated == 1
-    assert text in estimator.counted
+    assert text in counted

@@ -35,7 +35,7 @@ from hango.tokens import (
     make_estimator,
     measure_input_tokens,
 )
-from hango.tokens.framing import IMAGE_TOKENS, TOOLS_PREAMBLE
+from hango.tokens.framing import IMAGE_TOKENS, TOOLS_PREAMBLE, compact_json
 from hango.tokens.heuristic import BYTES_PER_TOKEN, utf8_length
 from hango.tokens.tiktoken_estimator import LARGE_TEXT_CHARS, TokenEncoding
 from tests.scripted_counter import ScriptedCounter
@@ -403,7 +403,7 @@ def test_the_heuristic_measures_non_ascii_text_by_slices_exactly() -> None:
     assert utf8_length(text) == len(text.encode("utf-8"))
 
 
-# --- the bound from a text's UTF-8 length ---------------------------------------------------
+# --- a message's estimate bounds the estimate of each text in it ------------------------------
 
 # Texts where a token per character, or fewer bytes than characters would suggest, is likely:
 # punctuation runs, digits, CJK, emoji (astral), lone surrogates, control characters.
@@ -424,21 +424,13 @@ BOUND_TEXTS = (
 
 @pytest.mark.parametrize("kind", ["tiktoken", "heuristic"])
 @pytest.mark.parametrize("text", BOUND_TEXTS, ids=range(len(BOUND_TEXTS)))
-def test_most_tokens_bounds_the_estimate_of_every_text_of_that_length(kind: str, text: str) -> None:
+def test_a_message_estimate_bounds_each_tool_block_text_in_it(kind: str, text: str) -> None:
+    # Tool-argument truncation relies on it: a message estimated within the budget has no
+    # tool block over it (compaction/tool_args.py).
     estimator = make_estimator(kind)  # type: ignore[arg-type]
-    assert isinstance(estimator, FramedEstimator)
-    most = estimator.most_tokens(utf8_length(text))
-    assert most is not None
-    assert estimator.estimate(text) <= most
-
-
-def test_the_tiktoken_bound_is_one_calibrated_token_per_byte() -> None:
-    estimator = make_estimator("tiktoken")
-    assert isinstance(estimator, FramedEstimator)
-    text = "x" * 3_000
-    assert estimator.most_tokens(len(text)) == math.ceil(len(text) * 1.11 - 1e-9)
-
-
-def test_a_counter_without_a_bound_gives_none() -> None:
-    estimator = FramedEstimator("chars", CountingTextCounter())
-    assert estimator.most_tokens(10) is None
+    use = ToolUseBlock(id="toolu_a", name="write", input={"path": "a.py", "body": text})
+    result = ToolResultBlock(tool_use_id="toolu_a", content=text)
+    calls = Message(role="assistant", content=(TextBlock(text="x" * 3_000), use))
+    answers = Message(role="user", content=(result, TextBlock(text=text)))
+    assert estimator.estimate(compact_json(use.input)) <= estimator.estimate_message(calls)
+    assert estimator.estimate(result.text()) <= estimator.estimate_message(answers)
