@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from hango.compaction.jobs import SummaryJob, SummaryResult
-from hango.compaction.summary_prompt import artifact_index
+from hango.compaction.summary_prompt import artifact_index, continued_briefing
 from hango.core.messages import StoredMessage, ToolResultBlock
 
 SUMMARIZER_NAME = "extractive"
@@ -29,6 +29,8 @@ RESULT_CHARS = 400
 MAX_ERRORS = 10  # the last ones
 MAX_ARTIFACTS = 100
 PREVIOUS_SUMMARY_CHARS = 8_000
+# Characters per token assumed when a briefing is cut to a budget (errs on the short side).
+CHARS_PER_TOKEN = 3
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _WHITESPACE = re.compile(r"\s+")
@@ -44,12 +46,37 @@ class ExtractiveSummarizer:
 
 
 def extractive_briefing(job: SummaryJob) -> str:
-    """The briefing text: fixed sections, each bounded, empty sections left out."""
+    """The briefing text: fixed sections, each bounded, empty sections left out, the whole
+    cut to the job's ``max_tokens`` (a model's reply is no longer); a continuation job's is
+    the briefing so far with the range's sections appended (the earlier text is not
+    written again)."""
+    if job.continues:
+        return continued_briefing(job, _within(job, _sections(job, earlier="")))
+    earlier = PREVIOUS_SUMMARY_CHARS
+    if job.max_tokens:  # the earlier summary takes half the budget at most
+        earlier = min(earlier, job.max_tokens * CHARS_PER_TOKEN // 2)
+    return _within(job, _sections(job, earlier=bounded(job.previous_summary or "", earlier)))
+
+
+def _within(job: SummaryJob, text: str) -> str:
+    return cut_to_tokens(text, job.max_tokens) if job.max_tokens else text
+
+
+def cut_to_tokens(text: str, tokens: int) -> str:
+    """``text`` cut to about ``tokens`` tokens (erring on the short side), the cut noted."""
+    if len(text) <= tokens * CHARS_PER_TOKEN:
+        return text
+    note = "\n[briefing cut to fit the context window; the full history is in the file]"
+    keep = max(0, tokens * CHARS_PER_TOKEN - len(note))
+    return text[:keep] + note
+
+
+def _sections(job: SummaryJob, *, earlier: str) -> str:
     evicted = job.evicted
     sections = [
         f"_Extractive summary of messages {job.from_seq} to {job.to_seq}, assembled without "
         "a model; the history file holds every message verbatim._",
-        _section("Earlier summary", [bounded(job.previous_summary or "", PREVIOUS_SUMMARY_CHARS)]),
+        _section("Earlier summary", [earlier]),
         _section("User requests", _user_requests(evicted)),
         _section("Assistant statements", _statements(evicted)),
         _section("Files and artifacts", _bullets(artifact_index(evicted)[:MAX_ARTIFACTS])),
