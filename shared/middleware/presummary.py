@@ -145,14 +145,11 @@ class Presummaries:
             fingerprint=range_fingerprint(evicted),
             basis=previous.kept_from_seq if previous else None,
         )
-        range_tokens = self._range_tokens(call, extended, at)
-        # The least room a compaction at the trigger leaves its summary (compacting.py).
-        budget = briefing_budget(range_tokens, self.profile.target_tokens // 4)
-        job = _job(call, evicted, extended, self.profile, budget)
+        routed, continues, budget = self._routed(call, extended, at)
+        job = _job(call, evicted, extended, self.profile, continues, budget)
         # The dispatching turn's context (its trace span) goes along to the pool's thread.
         context = contextvars.copy_context()
         started = self.pacer.clock()
-        routed = self._routed(call, job, at, range_tokens)
         carried = None if extended is None else extended.work.result()[0]
         frame = self._frame(call, evicted, pending.to_seq + 1)
         work = self._threads().submit(
@@ -183,23 +180,25 @@ class Presummaries:
         )
         return self.estimator.estimate(head_message(record).text())
 
-    def _range_tokens(self, call: ModelCall, extended: Presummary | None, at: int) -> int:
-        """What the job reads of the messages before ``at``: an extension (a continuation)
-        only the messages past the pre-summary it extends."""
-        _, before = self.estimate.split(call.request, at)
-        if extended is None:
-            return before
-        index = call.index_of(extended.pending.to_seq + 1) or 0
-        return before - self.estimate.split(call.request, index)[1]
-
     def _routed(
-        self, call: ModelCall, job: SummaryJob, at: int, range_tokens: int
-    ) -> RoutedSummary:
-        """The job routed now, on the turn's thread; a continuation takes the range."""
-        budget = job.max_tokens or 0
-        if job.continues:
-            return self.router.begin_continuation(budget, range_tokens, self._work)
-        return self.router.begin_presummary(call, at, budget, range_tokens, self._work)
+        self, call: ModelCall, extended: Presummary | None, at: int
+    ) -> tuple[RoutedSummary, bool, int]:
+        """The job routed now, on the turn's thread, whether it is a continuation, and its
+        briefing budget. Its range is priced as the job reads it: the messages before ``at``
+        (a previous summary included); an extension's continuation only those past the
+        pre-summary it extends."""
+        _, whole = self.estimate.split(call.request, at)
+        # The least room a compaction at the trigger leaves its summary (compacting.py).
+        room = self.profile.target_tokens // 4
+        budget = briefing_budget(whole, room)
+        if extended is None:
+            return self.router.begin_presummary(call, at, budget, whole, self._work), False, budget
+        index = call.index_of(extended.pending.to_seq + 1) or 0
+        past = whole - self.estimate.split(call.request, index)[1]
+        short = briefing_budget(past, room)
+        routed = self.router.begin_extension(call, at, budget, past, short, self._work)
+        continues = routed.choice.name == "range"
+        return routed, continues, short if continues else budget
 
     def _summary(
         self,
@@ -343,11 +342,12 @@ def _job(
     evicted: tuple[StoredMessage, ...],
     extended: Presummary | None,
     profile: ModelProfile,
+    continues: bool,
     budget: int,
 ) -> SummaryJob:
     """The job of a pre-summary: its whole range on top of the last record's summary, or,
-    extending a ready one, only the messages past it, written as a continuation of that
-    one's text."""
+    extending a ready one, only the messages past it on top of that one's text (as its
+    continuation when ``continues``)."""
     previous = call.run_state.latest
     base = previous.summary if previous else None
     builds_on = None
@@ -364,6 +364,6 @@ def _job(
         evicted=evicted,
         model=profile.summarizer_model or call.request.model,
         builds_on=builds_on,
-        continues=extended is not None,
+        continues=continues,
         max_tokens=budget,
     )

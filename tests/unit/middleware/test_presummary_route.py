@@ -142,7 +142,11 @@ def test_a_cheap_summarizer_makes_the_pre_summary_over_the_range(tmp_path: Path)
     assert route.expected_prefix_usd is not None and route.expected_range_usd is not None
     assert route.expected_range_usd < route.expected_prefix_usd
     assert not script.prefix_requests
-    assert record.summary == RANGE_SUMMARY
+    # The first pre-summary's text, then (extended) what the continuations added to it.
+    first, *continued = (record.summary or "").split("\n\n---\n_Continued with messages ")
+    assert first == RANGE_SUMMARY
+    assert all(part.endswith(RANGE_SUMMARY) for part in continued)
+    assert bool(continued) == (route.reason or "").startswith("pre-summary: a continuation")
 
 
 def test_a_cold_prefix_never_makes_a_pre_summary(tmp_path: Path) -> None:
