@@ -183,10 +183,10 @@ class Presummaries:
     def _routed(
         self, call: ModelCall, extended: Presummary | None, at: int
     ) -> tuple[RoutedSummary, bool, int]:
-        """The job routed now, on the turn's thread, whether it is a continuation, and its
-        briefing budget. Its range is priced as the job reads it: the messages before ``at``
-        (a previous summary included); an extension's continuation only those past the
-        pre-summary it extends."""
+        """The job routed now, on the turn's thread, whether it is a continuation (an
+        extension always is), and its briefing budget. Its range is priced as the job reads
+        it: the messages before ``at`` (a previous summary included); a continuation only
+        those past the pre-summary it extends."""
         _, whole = self.estimate.split(call.request, at)
         # The least room a compaction at the trigger leaves its summary (compacting.py).
         room = self.profile.target_tokens // 4
@@ -196,9 +196,7 @@ class Presummaries:
         index = call.index_of(extended.pending.to_seq + 1) or 0
         past = whole - self.estimate.split(call.request, index)[1]
         short = briefing_budget(past, room)
-        routed = self.router.begin_extension(call, at, budget, past, short, self._work)
-        continues = routed.choice.name == "range"
-        return routed, continues, short if continues else budget
+        return self.router.begin_continuation(short, past, self._work), True, short
 
     def _summary(
         self,
@@ -326,15 +324,23 @@ class Presummaries:
 
 
 def _carrying(result: SummaryResult, carried: SummaryResult) -> SummaryResult:
-    """``result`` with ``carried``'s usage added, and its route's cost."""
+    """``result`` (a continuation) with ``carried``'s usage added, under the route of the
+    chain's first pre-summary (the one that wrote the briefing), with every call's cost."""
     usage: Usage | None = carried.usage
     if result.usage is not None:
         usage = result.usage if usage is None else usage.plus(result.usage)
-    route = result.route
-    earlier = carried.route.cost_usd if carried.route is not None else None
-    if route is not None and earlier is not None:
-        route = route.model_copy(update={"cost_usd": (route.cost_usd or 0.0) + earlier})
+    route, base = result.route, carried.route
+    if route is not None and base is not None:
+        reason = base.reason or ""
+        if not reason.endswith(_CONTINUED):
+            reason += _CONTINUED
+        cost = (route.cost_usd or 0.0) + (base.cost_usd or 0.0)
+        route = base.model_copy(update={"reason": reason, "cost_usd": cost})
     return result.model_copy(update={"usage": usage, "route": route})
+
+
+# What the reason of a continued pre-summary's route ends with.
+_CONTINUED = "; continued on the range (only what later messages add)"
 
 
 def _job(

@@ -14,10 +14,9 @@ A pre-summary (made ahead of the trigger on a pool thread) is routed by the same
 when it is dispatched: the prefix is the request the session sent last (answered, so
 warm), the instruction names the messages the pre-summary's cut keeps, and its expected
 range cost is the job's own range (only the messages past a pre-summary it extends, on
-top of that one's text). An extension is the whole briefing again on the prefix, or a
-continuation on the range route (only what its messages add, appended to the text it
-extends), whichever is expected to cost less. A prefix reply that calls a tool, is empty
-or fails falls back to
+top of that one's text). An extension is a continuation (only what its messages add,
+appended to the text it extends) on the range route. A prefix reply that calls a tool,
+is empty or fails falls back to
 the range route; its cost stays in the record's real cost. Queued summaries take the range
 route (the prefix route needs the exact last request, which only this process holds).
 """
@@ -192,33 +191,18 @@ class SummaryRouter:
         choice = self._choose(call, boundary, room, range_tokens)
         return RoutedSummary(self, choice, by_range, opening=PRESUMMARY_OPENING)
 
-    def begin_extension(
-        self,
-        call: ModelCall,
-        boundary: int,
-        budget: int,
-        range_tokens: int,
-        short: int,
-        by_range: RangeAsk,
+    def begin_continuation(
+        self, budget: int, range_tokens: int, by_range: RangeAsk
     ) -> RoutedSummary:
-        """A pre-summary's extension, routed like one: the whole briefing written again on
-        the warm prefix (``budget`` long), or a continuation on the range route
-        (``SummaryJob.continues``: it reads only the ``range_tokens`` past the extended
-        pre-summary and writes only what they add, ``short`` long), whichever is expected
-        to cost less. The prefix request holds the whole conversation, so its reply is the
-        whole briefing: no continuation there. Taken: the range, a continuation."""
-        output = min(short, DEFAULT_SUMMARY_MAX_TOKENS)
+        """A pre-summary's extension, written as a continuation: always on the range route,
+        whatever the setting. It reads only the ``range_tokens`` past the extended
+        pre-summary and writes only what they add (``SummaryJob.continues``, ``budget``
+        long); the prefix request holds the whole conversation, so its reply would be the
+        whole briefing written again. Taking whichever was expected to cost less was tried
+        and not kept (docs/benchmarks.md, "Shorter briefings")."""
+        output = min(budget, DEFAULT_SUMMARY_MAX_TOKENS)
         cost = expected_range_cost(self._prompt + range_tokens, output, self.prices.summarizer)
-        whole = self._choose(call, boundary, budget, range_tokens)
-        forced = self.setting == "prefix" and whole.name == "prefix"
-        if whole.name == "prefix" and (forced or (whole.expected_prefix or 0.0) < cost):
-            choice = whole
-        else:
-            reason = f"{CONTINUATION_REASON} ({whole.reason})"
-            if whole.expected_prefix is not None:
-                reason = f"{CONTINUATION_REASON}: expected ${cost:.6f}, "
-                reason += f"${whole.expected_prefix:.6f} on the prefix"
-            choice = _Choice("range", reason, whole.expected_prefix, cost)
+        choice = _Choice("range", CONTINUATION_REASON, None, cost)
         return RoutedSummary(self, choice, by_range, opening=PRESUMMARY_OPENING)
 
     def presummarized(self, result: SummaryResult) -> SummaryResult:
