@@ -8,8 +8,7 @@ profile prices both. ``hango simulate`` keeps one for the agent's calls (fed by
 :class:`MeteredProvider`), because the summarizer may be another model at another
 price, and its calls are no part of the agent's cache. ``hango replay`` summarizes by
 extraction, offline: :class:`EstimatedSummaries` meters the request a model summarizer
-would have been sent for each job and the extracted text as its output (of a continuation, only
-the continuation: the briefing so far is not written again), so the summaries'
+would have been sent for each job and the extracted text as its output, so the summaries'
 calls and cost are reported there too (estimated, at the summarizer model's price).
 """
 
@@ -21,7 +20,7 @@ from typing import Any
 from hango.compaction.jobs import Summarizer, SummaryJob, SummaryResult
 from hango.compaction.prefix import prefix_instruction_of
 from hango.compaction.route import usage_cost
-from hango.compaction.summary_prompt import build_summary_request, written_part
+from hango.compaction.summary_prompt import build_summary_request
 from hango.core.messages import Request, Response, Usage
 from hango.core.price import Price
 from hango.core.profiles import ModelProfile, Profiles
@@ -132,7 +131,7 @@ class EstimatedSummaries:
         )
         usage = Usage(
             input_tokens=self.estimator.estimate_request(request),
-            output_tokens=self.estimator.estimate(written_part(job, result.text)),
+            output_tokens=self.estimator.estimate(result.text),
         )
         self.costs.add(request, Response(id="estimated", model=job.model, content=(), usage=usage))
         return result if result.usage is not None else result.model_copy(update={"usage": usage})

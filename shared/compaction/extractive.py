@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from hango.compaction.jobs import SummaryJob, SummaryResult
-from hango.compaction.summary_prompt import artifact_index, continued_briefing
+from hango.compaction.summary_prompt import artifact_index
 from hango.core.messages import StoredMessage, ToolResultBlock
 
 SUMMARIZER_NAME = "extractive"
@@ -47,18 +47,11 @@ class ExtractiveSummarizer:
 
 def extractive_briefing(job: SummaryJob) -> str:
     """The briefing text: fixed sections, each bounded, empty sections left out, the whole
-    cut to the job's ``max_tokens`` (a model's reply is no longer); a continuation job's is
-    the briefing so far with the range's sections appended (the earlier text is not
-    written again)."""
-    if job.continues:
-        return continued_briefing(job, _within(job, _sections(job, earlier="")))
+    cut to the job's ``max_tokens`` (a model's reply is no longer)."""
     earlier = PREVIOUS_SUMMARY_CHARS
     if job.max_tokens:  # the earlier summary takes half the budget at most
         earlier = min(earlier, job.max_tokens * CHARS_PER_TOKEN // 2)
-    return _within(job, _sections(job, earlier=bounded(job.previous_summary or "", earlier)))
-
-
-def _within(job: SummaryJob, text: str) -> str:
+    text = _sections(job, earlier=bounded(job.previous_summary or "", earlier))
     return cut_to_tokens(text, job.max_tokens) if job.max_tokens else text
 
 

@@ -55,11 +55,6 @@ class SummaryJob(BaseModel):
     # The job whose result ``previous_summary`` is, when that is a pre-summary this one
     # extends (not yet in any compaction record).
     builds_on: JobRef | None = None
-    # Only what the range adds is written, appended to ``previous_summary``
-    # (``summary_prompt.continued_briefing``) instead of the whole briefing written again:
-    # an extension's output is then the size of its range, not of the briefing. Set in
-    # this process only; a worker's job leaves it unset and rewrites the whole.
-    continues: bool = False
 
     def ref(self) -> JobRef:
         return JobRef(

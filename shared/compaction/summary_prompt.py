@@ -94,16 +94,7 @@ def build_summary_request(
 
 def _instructions(job: SummaryJob, transcript: str) -> str:
     span = f"messages {job.from_seq} to {job.to_seq} of session {job.session_id}"
-    if job.continues:
-        # The briefing so far is not sent: read again on every extension, it would cost
-        # more than the continuation it saves writing.
-        head = (
-            f"Below are {span}. Everything before them is already covered by a briefing; "
-            "write only its continuation for these messages: what they add or change. It "
-            "will be appended to that briefing. Use the sections listed in your "
-            "instructions, but leave out any with nothing new.\n\n"
-        )
-    elif job.previous_summary:
+    if job.previous_summary:
         head = (
             "Below is the previous briefing, which covers everything before these messages, "
             f"followed by the newly evicted {span}. Update the previous summary with the "
@@ -124,27 +115,6 @@ def _instructions(job: SummaryJob, transcript: str) -> str:
         "tail; each cut is marked. Write the briefing now, with the sections listed in "
         f"your instructions. Do not call any tools.{length}"
     )
-
-
-# Where a continuation starts in a continued briefing (``continued_briefing``).
-_CONTINUED = (
-    "\n\n---\n_Continued with messages {} to {}; where this differs from the above, "
-    "it is newer._\n\n"
-)
-
-
-def continued_briefing(job: SummaryJob, continuation: str) -> str:
-    """The briefing a continuation job makes: the briefing so far, then the continuation."""
-    marker = _CONTINUED.format(job.from_seq, job.to_seq)
-    return f"{(job.previous_summary or '').strip()}{marker}{continuation.strip()}"
-
-
-def written_part(job: SummaryJob, briefing: str) -> str:
-    """What a summarizer wrote of ``briefing``: for a continuation job, only the continuation
-    (what a model's reply holds and is charged for), else all of it."""
-    if not job.continues:
-        return briefing
-    return briefing.partition(_CONTINUED.format(job.from_seq, job.to_seq))[2] or briefing
 
 
 def build_summary_message(

@@ -145,8 +145,8 @@ class Presummaries:
             fingerprint=range_fingerprint(evicted),
             basis=previous.kept_from_seq if previous else None,
         )
-        routed, continues, budget = self._routed(call, extended, at)
-        job = _job(call, evicted, extended, self.profile, continues, budget)
+        routed, budget = self._routed(call, extended, at)
+        job = _job(call, evicted, extended, self.profile, budget)
         # The dispatching turn's context (its trace span) goes along to the pool's thread.
         context = contextvars.copy_context()
         started = self.pacer.clock()
@@ -182,21 +182,20 @@ class Presummaries:
 
     def _routed(
         self, call: ModelCall, extended: Presummary | None, at: int
-    ) -> tuple[RoutedSummary, bool, int]:
-        """The job routed now, on the turn's thread, whether it is a continuation (an
-        extension always is), and its briefing budget. Its range is priced as the job reads
-        it: the messages before ``at`` (a previous summary included); a continuation only
-        those past the pre-summary it extends."""
-        _, whole = self.estimate.split(call.request, at)
+    ) -> tuple[RoutedSummary, int]:
+        """The job routed now, on the turn's thread, and its briefing budget (a share of
+        what the briefing replaces: the messages before ``at``, a previous summary
+        included). Its range is priced as the job reads it (an extension: the messages past
+        the one it extends, on top of that one's text)."""
+        _, before = self.estimate.split(call.request, at)
         # The least room a compaction at the trigger leaves its summary (compacting.py).
-        room = self.profile.target_tokens // 4
-        budget = briefing_budget(whole, room)
-        if extended is None:
-            return self.router.begin_presummary(call, at, budget, whole, self._work), False, budget
-        index = call.index_of(extended.pending.to_seq + 1) or 0
-        past = whole - self.estimate.split(call.request, index)[1]
-        short = briefing_budget(past, room)
-        return self.router.begin_continuation(short, past, self._work), True, short
+        budget = briefing_budget(before, self.profile.target_tokens // 4)
+        range_tokens = before
+        if extended is not None:
+            index = call.index_of(extended.pending.to_seq + 1) or 0
+            range_tokens -= self.estimate.split(call.request, index)[1]
+            range_tokens += extended.work.result()[2]
+        return self.router.begin_presummary(call, at, budget, range_tokens, self._work), budget
 
     def _summary(
         self,
@@ -324,23 +323,15 @@ class Presummaries:
 
 
 def _carrying(result: SummaryResult, carried: SummaryResult) -> SummaryResult:
-    """``result`` (a continuation) with ``carried``'s usage added, under the route of the
-    chain's first pre-summary (the one that wrote the briefing), with every call's cost."""
+    """``result`` with ``carried``'s usage added, and its route's cost."""
     usage: Usage | None = carried.usage
     if result.usage is not None:
         usage = result.usage if usage is None else usage.plus(result.usage)
-    route, base = result.route, carried.route
-    if route is not None and base is not None:
-        reason = base.reason or ""
-        if not reason.endswith(_CONTINUED):
-            reason += _CONTINUED
-        cost = (route.cost_usd or 0.0) + (base.cost_usd or 0.0)
-        route = base.model_copy(update={"reason": reason, "cost_usd": cost})
+    route = result.route
+    earlier = carried.route.cost_usd if carried.route is not None else None
+    if route is not None and earlier is not None:
+        route = route.model_copy(update={"cost_usd": (route.cost_usd or 0.0) + earlier})
     return result.model_copy(update={"usage": usage, "route": route})
-
-
-# What the reason of a continued pre-summary's route ends with.
-_CONTINUED = "; continued on the range (only what later messages add)"
 
 
 def _job(
@@ -348,12 +339,11 @@ def _job(
     evicted: tuple[StoredMessage, ...],
     extended: Presummary | None,
     profile: ModelProfile,
-    continues: bool,
     budget: int,
 ) -> SummaryJob:
     """The job of a pre-summary: its whole range on top of the last record's summary, or,
-    extending a ready one, only the messages past it on top of that one's text (as its
-    continuation when ``continues``)."""
+    extending a ready one, only the messages past it on top of that one's text; its
+    length budget sent as the summary's ``max_tokens``."""
     previous = call.run_state.latest
     base = previous.summary if previous else None
     builds_on = None
@@ -370,6 +360,5 @@ def _job(
         evicted=evicted,
         model=profile.summarizer_model or call.request.model,
         builds_on=builds_on,
-        continues=continues,
         max_tokens=budget,
     )

@@ -14,9 +14,7 @@ A pre-summary (made ahead of the trigger on a pool thread) is routed by the same
 when it is dispatched: the prefix is the request the session sent last (answered, so
 warm), the instruction names the messages the pre-summary's cut keeps, and its expected
 range cost is the job's own range (only the messages past a pre-summary it extends, on
-top of that one's text). An extension is a continuation (only what its messages add,
-appended to the text it extends) on the range route. A prefix reply that calls a tool,
-is empty or fails falls back to
+top of that one's text). A prefix reply that calls a tool, is empty or fails falls back to
 the range route; its cost stays in the record's real cost. Queued summaries take the range
 route (the prefix route needs the exact last request, which only this process holds).
 """
@@ -61,7 +59,6 @@ RangeAsk = Callable[[SummaryJob], SummaryResult]
 PRESUMMARY_REASON = "pre-summary: made ahead of the trigger, over the range"
 # What a pre-summary's route reason opens with (the record tells it from the trigger's).
 PRESUMMARY_OPENING = "pre-summary: "
-CONTINUATION_REASON = "a continuation of the pre-summary it extends, over the messages past it"
 
 
 @dataclass(frozen=True)
@@ -189,20 +186,6 @@ class SummaryRouter:
         ``boundary`` is its cut in ``call``'s messages, ``range_tokens`` what its range job
         reads (the previous summary it builds on included)."""
         choice = self._choose(call, boundary, room, range_tokens)
-        return RoutedSummary(self, choice, by_range, opening=PRESUMMARY_OPENING)
-
-    def begin_continuation(
-        self, budget: int, range_tokens: int, by_range: RangeAsk
-    ) -> RoutedSummary:
-        """A pre-summary's extension, written as a continuation: always on the range route,
-        whatever the setting. It reads only the ``range_tokens`` past the extended
-        pre-summary and writes only what they add (``SummaryJob.continues``, ``budget``
-        long); the prefix request holds the whole conversation, so its reply would be the
-        whole briefing written again. Taking whichever was expected to cost less was tried
-        and not kept (docs/benchmarks.md, "Shorter briefings")."""
-        output = min(budget, DEFAULT_SUMMARY_MAX_TOKENS)
-        cost = expected_range_cost(self._prompt + range_tokens, output, self.prices.summarizer)
-        choice = _Choice("range", CONTINUATION_REASON, None, cost)
         return RoutedSummary(self, choice, by_range, opening=PRESUMMARY_OPENING)
 
     def presummarized(self, result: SummaryResult) -> SummaryResult:

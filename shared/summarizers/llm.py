@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from hango.compaction.extractive import ExtractiveSummarizer
 from hango.compaction.jobs import Summarizer, SummaryJob, SummaryResult
-from hango.compaction.summary_prompt import build_summary_request, continued_briefing
+from hango.compaction.summary_prompt import build_summary_request
 from hango.compaction.validate import format_violations, validate_request
 from hango.core.deadline import CallAbandoned, call_within
 from hango.core.errors import HangoError, TransientProviderError
@@ -103,8 +103,6 @@ class LLMSummarizer:
         text, problem = summary_text(response, min_chars=self.min_chars)
         if problem is not None:
             return self._fall_back(job, problem, usage=usage)
-        if job.continues:
-            text = continued_briefing(job, text)
         return SummaryResult(text=text, summarizer=SUMMARIZER_NAME, usage=usage)
 
     def _complete(self, request: Request, until: float | None) -> Response:

@@ -97,15 +97,6 @@ def installed(records: list[CompactionRecord]) -> CompactionRecord:
     return record
 
 
-# Where a continuation starts in an extended pre-summary's text.
-CONTINUED = "\n\n---\n_Continued with messages "
-
-
-def first_briefing(record: CompactionRecord) -> str:
-    """The text of the chain's first pre-summary (the continuations appended cut off)."""
-    return (record.summary or "").split(CONTINUED)[0]
-
-
 def test_a_warm_prefix_makes_the_pre_summary_when_it_is_cheaper(tmp_path: Path) -> None:
     agent, script, records = run_paced(
         tmp_path, text_reply(SUMMARY), summarizer_model=COSTLY_SUMMARIZER
@@ -115,7 +106,7 @@ def test_a_warm_prefix_makes_the_pre_summary_when_it_is_cheaper(tmp_path: Path) 
     assert route is not None and route.name == "prefix"
     assert route.expected_prefix_usd is not None and route.expected_range_usd is not None
     assert route.expected_prefix_usd < route.expected_range_usd
-    assert first_briefing(record) == SUMMARY.strip()
+    assert record.summary == SUMMARY.strip()
     assert script.prefix_requests, "no prefix summary was asked"
     # Each prefix summary repeats a request the agent sent before it (an answered one,
     # so warm), byte for byte through that request's last block, plus the instruction.
@@ -128,14 +119,11 @@ def test_a_warm_prefix_makes_the_pre_summary_when_it_is_cheaper(tmp_path: Path) 
         assert last_now["content"][:-1] == last_sent["content"]
         assert json.dumps(body["tools"]) == json.dumps(repeated[-1]["tools"])
         assert body["system"] == repeated[-1]["system"]
-    # The instruction of the installed one's first pre-summary keeps verbatim the request's
-    # messages past its cut: the record's, or where the first continuation starts (no
-    # compaction before it: the request opens with every stored message, so the cut's
-    # index is the stored position of that sequence number).
-    continued = re.search(r"_Continued with messages (\d+) ", record.summary or "")
-    cut_seq = int(continued.group(1)) if continued else record.kept_from_seq
+    # The instruction of the installed one keeps verbatim what the record keeps: the
+    # request's messages past the cut (no compaction before it: the request opens with
+    # every stored message, so the cut's index is the stored position of kept_from_seq).
     stored = agent.store.messages("route")
-    cut = next(i for i, m in enumerate(stored) if m.seq == cut_seq)
+    cut = next(i for i, m in enumerate(stored) if m.seq == record.kept_from_seq)
     assert any(len(asked.messages) - _kept(asked) == cut for asked in script.prefix_requests)
 
 
@@ -154,13 +142,7 @@ def test_a_cheap_summarizer_makes_the_pre_summary_over_the_range(tmp_path: Path)
     assert route.expected_prefix_usd is not None and route.expected_range_usd is not None
     assert route.expected_range_usd < route.expected_prefix_usd
     assert not script.prefix_requests
-    # The first pre-summary's text, then (extended) what each continuation added to it.
-    first, *continued = (record.summary or "").split(CONTINUED)
-    assert first == RANGE_SUMMARY
-    assert all(part.endswith(RANGE_SUMMARY) for part in continued)
-    assert bool(continued) == (route.reason or "").endswith(
-        "continued on the range (only what later messages add)"
-    )
+    assert record.summary == RANGE_SUMMARY
 
 
 def test_a_cold_prefix_never_makes_a_pre_summary(tmp_path: Path) -> None:
@@ -195,7 +177,7 @@ def test_a_tool_calling_or_empty_prefix_reply_falls_back_to_the_range(
     assert route is not None and route.name == "range"
     assert route.reason is not None
     assert route.reason.startswith("pre-summary: prefix fell back") and why in route.reason
-    assert first_briefing(record) == RANGE_SUMMARY
+    assert record.summary == RANGE_SUMMARY
     assert script.prefix_requests
     # What the prefix attempts cost stays in the record, beside the range call's.
     assert route.cost_usd is not None and route.cost_usd > 0
