@@ -180,8 +180,9 @@ class Compacting(Truncating):
         )
         room, hard_room = self._summary_rooms(call, empty, plan, tokens)
         replaced = self.figure.estimate.split(call.request, plan.boundary)[1]
-        job = job.model_copy(update={"max_tokens": briefing_budget(replaced, room)})
-        routed = self.router.begin(call, job, plan.boundary, job.max_tokens, self._summary)
+        budget = briefing_budget(replaced, room)
+        job = job.model_copy(update={"max_tokens": budget})
+        routed = self.router.begin(call, job, plan.boundary, budget, self._summary)
         fitted = fit_summary(
             routed.ask(job),
             job,
