@@ -47,12 +47,12 @@ class ExtractiveSummarizer:
 
 def extractive_briefing(job: SummaryJob) -> str:
     """The briefing text: fixed sections, each bounded, empty sections left out, the whole
-    cut to the job's ``max_tokens`` (a model's reply is no longer)."""
-    earlier = PREVIOUS_SUMMARY_CHARS
-    if job.max_tokens:  # the earlier summary takes half the budget at most
-        earlier = min(earlier, job.max_tokens * CHARS_PER_TOKEN // 2)
+    cut to the length the job asks for (what a model is asked to write)."""
+    earlier, length = PREVIOUS_SUMMARY_CHARS, job.asked_length()
+    if length:  # the earlier summary takes half of it at most
+        earlier = min(earlier, length * CHARS_PER_TOKEN // 2)
     text = _sections(job, earlier=bounded(job.previous_summary or "", earlier))
-    return cut_to_tokens(text, job.max_tokens) if job.max_tokens else text
+    return cut_to_tokens(text, length) if length else text
 
 
 def cut_to_tokens(text: str, tokens: int) -> str:

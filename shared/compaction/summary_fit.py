@@ -31,9 +31,10 @@ def briefing_budget(replaced: int, room: int) -> int:
     tokens it stands for (the range as the summarizer reads it, a previous summary
     included), at least ``MIN_BRIEFING_TOKENS``, at most its ``room``.
 
-    It is sent as the summary request's ``max_tokens`` (and asked for in its prompt), so
-    no reply is charged for more; without it every summary was a whole briefing of about
-    the same size whatever it replaced, and the output was most of a summary's cost."""
+    The prompt asks for it and the request's ``max_tokens`` is twice it
+    (:meth:`SummaryJob.reply_cap`), so a reply is charged for little more. Without it every
+    summary was a whole briefing of about the same size whatever it replaced, and the
+    output was most of a summary's cost."""
     return max(MIN_SUMMARY_TOKENS, min(room, max(MIN_BRIEFING_TOKENS, replaced // BRIEFING_SHARE)))
 
 

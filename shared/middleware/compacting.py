@@ -181,7 +181,7 @@ class Compacting(Truncating):
         room, hard_room = self._summary_rooms(call, empty, plan, tokens)
         replaced = self.figure.estimate.split(call.request, plan.boundary)[1]
         budget = briefing_budget(replaced, room)
-        job = job.model_copy(update={"max_tokens": budget})
+        job = job.model_copy(update={"budget": budget})
         routed = self.router.begin(call, job, plan.boundary, budget, self._summary)
         fitted = fit_summary(
             routed.ask(job),

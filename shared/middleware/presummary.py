@@ -346,7 +346,7 @@ def _job(
 ) -> SummaryJob:
     """The job of a pre-summary: its whole range on top of the last record's summary, or,
     extending a ready one, only the messages past it on top of that one's text; its
-    length budget sent as the summary's ``max_tokens``."""
+    length budget asked for in its prompt."""
     previous = call.run_state.latest
     base = previous.summary if previous else None
     builds_on = None
@@ -363,5 +363,5 @@ def _job(
         evicted=evicted,
         model=profile.summarizer_model or call.request.model,
         builds_on=builds_on,
-        max_tokens=budget,
+        budget=budget,
     )
