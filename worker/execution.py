@@ -239,6 +239,7 @@ def run_summary(
     fingerprint: str = "",
     previous_digest: str = "",
     builds_on: dict[str, object] | None = None,
+    budget: int | None = None,
 ) -> str:
     """The summary of the range as committed JSON (``SummaryResult``)."""
     base = None if builds_on is None else JobRef.model_validate(builds_on)
@@ -260,6 +261,7 @@ def run_summary(
             previous_summary=previous,
             evicted=load_checked_range(services.store, session_id, from_seq, to_seq, fingerprint),
             model=model,
+            budget=budget,
         )
         result = services.summarizer.summarize(job)
         tagged = result.model_copy(update={"summarizer": WORKER_PREFIX + result.summarizer})

@@ -108,6 +108,7 @@ def summarize(
     fingerprint: str = "",
     previous_digest: str = "",
     builds_on: dict[str, object] | None = None,
+    budget: int | None = None,
 ) -> None:
     try:
         run_summary(
@@ -118,6 +119,7 @@ def summarize(
             to_seq=to_seq,
             previous_digest=previous_digest,
             builds_on=builds_on,
+            budget=budget,
             model=model,
             fingerprint=fingerprint,
         )

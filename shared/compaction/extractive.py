@@ -29,6 +29,8 @@ RESULT_CHARS = 400
 MAX_ERRORS = 10  # the last ones
 MAX_ARTIFACTS = 100
 PREVIOUS_SUMMARY_CHARS = 8_000
+# Characters per token assumed when a briefing is cut to a budget (errs on the short side).
+CHARS_PER_TOKEN = 3
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _WHITESPACE = re.compile(r"\s+")
@@ -44,12 +46,30 @@ class ExtractiveSummarizer:
 
 
 def extractive_briefing(job: SummaryJob) -> str:
-    """The briefing text: fixed sections, each bounded, empty sections left out."""
+    """The briefing text: fixed sections, each bounded, empty sections left out, the whole
+    cut to the length the job asks for (what a model is asked to write)."""
+    earlier, length = PREVIOUS_SUMMARY_CHARS, job.asked_length()
+    if length:  # the earlier summary takes half of it at most
+        earlier = min(earlier, length * CHARS_PER_TOKEN // 2)
+    text = _sections(job, earlier=bounded(job.previous_summary or "", earlier))
+    return cut_to_tokens(text, length) if length else text
+
+
+def cut_to_tokens(text: str, tokens: int) -> str:
+    """``text`` cut to about ``tokens`` tokens (erring on the short side), the cut noted."""
+    if len(text) <= tokens * CHARS_PER_TOKEN:
+        return text
+    note = "\n[briefing cut to fit the context window; the full history is in the file]"
+    keep = max(0, tokens * CHARS_PER_TOKEN - len(note))
+    return text[:keep] + note
+
+
+def _sections(job: SummaryJob, *, earlier: str) -> str:
     evicted = job.evicted
     sections = [
         f"_Extractive summary of messages {job.from_seq} to {job.to_seq}, assembled without "
         "a model; the history file holds every message verbatim._",
-        _section("Earlier summary", [bounded(job.previous_summary or "", PREVIOUS_SUMMARY_CHARS)]),
+        _section("Earlier summary", [earlier]),
         _section("User requests", _user_requests(evicted)),
         _section("Assistant statements", _statements(evicted)),
         _section("Files and artifacts", _bullets(artifact_index(evicted)[:MAX_ARTIFACTS])),

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from hango.compaction.route import SummaryRoute
 from hango.core.messages import StoredMessage, Usage
@@ -46,9 +46,23 @@ class SummaryJob(BaseModel):
     model: str
     # A cap on the summary's length: set when a first summary did not fit its room.
     max_tokens: int | None = None
+    # The briefing's length asked for (``summary_fit.briefing_budget``): the prompt asks for
+    # it and the request leaves it headroom (:meth:`reply_cap`).
+    budget: int | None = Field(default=None, ge=1)
     # The job whose result ``previous_summary`` is, when that is a pre-summary this one
     # extends (not yet in any compaction record).
     builds_on: JobRef | None = None
+
+    def asked_length(self) -> int | None:
+        """The length the briefing is asked to keep under: the cap if set, else the budget."""
+        return self.max_tokens or self.budget
+
+    def reply_cap(self, default: int) -> int:
+        """The request's ``max_tokens``. A cap is hard; a budget gets twice its length, so a
+        reply a little over what was asked is finished, not cut off and paid for in vain."""
+        if self.max_tokens:
+            return self.max_tokens
+        return min(default, 2 * self.budget) if self.budget else default
 
     def ref(self) -> JobRef:
         return JobRef(

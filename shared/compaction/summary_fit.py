@@ -14,15 +14,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from hango.compaction.extractive import ExtractiveSummarizer
+from hango.compaction.extractive import ExtractiveSummarizer, cut_to_tokens
 from hango.compaction.jobs import SummaryJob, SummaryResult
 from hango.core.messages import Usage
 from hango.tokens.base import Estimator
 
 # The room a summary always has, however large the kept part (it may then be truncated).
 MIN_SUMMARY_TOKENS = 64
-# Characters per token assumed when a briefing is cut to its room (errs on the short side).
-CHARS_PER_TOKEN = 3
+# A briefing's length budget is this fraction of what it replaces, at least the floor.
+BRIEFING_SHARE = 8
+MIN_BRIEFING_TOKENS = 512
+
+
+def briefing_budget(replaced: int, room: int) -> int:
+    """The briefing's length budget, in tokens: 1/``BRIEFING_SHARE`` of the ``replaced``
+    tokens it stands for (the range as the summarizer reads it, a previous summary
+    included), at least ``MIN_BRIEFING_TOKENS``, at most its ``room``.
+
+    The prompt asks for it and the request's ``max_tokens`` is twice it
+    (:meth:`SummaryJob.reply_cap`), so a reply is charged for little more. Without it every
+    summary was a whole briefing of about the same size whatever it replaced, and the
+    output was most of a summary's cost."""
+    return max(MIN_SUMMARY_TOKENS, min(room, max(MIN_BRIEFING_TOKENS, replaced // BRIEFING_SHARE)))
 
 
 def fit_summary(
@@ -54,7 +67,7 @@ def fit_summary(
                 reason = f"{why}; installed {label}, which fits {where}"
                 return _because(candidate, reason, spent)
     briefing = candidates[-1][1]
-    cut = briefing.model_copy(update={"text": _cut(briefing.text, hard_room)})
+    cut = briefing.model_copy(update={"text": cut_to_tokens(briefing.text, hard_room)})
     reason = f"{why}; installed the extractive briefing cut to {hard_room} tokens"
     return _because(cut, reason, spent)
 
@@ -70,9 +83,3 @@ def _total_usage(results: Iterable[SummaryResult]) -> Usage | None:
 def _because(result: SummaryResult, reason: str, usage: Usage | None) -> SummaryResult:
     reasons = "; ".join(r for r in (result.fallback_reason, reason) if r)
     return result.model_copy(update={"fallback_reason": reasons, "usage": usage})
-
-
-def _cut(text: str, room: int) -> str:
-    note = "\n[briefing cut to fit the context window; the full history is in the file]"
-    keep = max(0, room * CHARS_PER_TOKEN - len(note))
-    return text[:keep] + note

@@ -104,11 +104,11 @@ def _instructions(job: SummaryJob, transcript: str) -> str:
         )
     else:
         head = f"Below are the evicted {span}. Write the briefing for them.\n\n"
-    length = (
-        f" Keep the briefing under {job.max_tokens} tokens: only that much room is left."
-        if job.max_tokens
-        else ""
-    )
+    length = ""
+    if job.max_tokens:
+        length = f" Keep the briefing under {job.max_tokens} tokens: only that much room is left."
+    elif job.budget:
+        length = f" Keep the briefing under {job.budget} tokens."
     return (
         f"{head}<transcript>\n{transcript}\n</transcript>\n\n"
         "Very long tool inputs and results in the transcript may be cut to their head and "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from hango.compaction.extractive import ExtractiveSummarizer
 from hango.compaction.jobs import Summarizer, SummaryJob, SummaryResult
 from hango.compaction.record import CompactionReason, CompactionRecord
-from hango.compaction.summary_fit import fit_summary
+from hango.compaction.summary_fit import briefing_budget, fit_summary
 from hango.compaction.validate import Violation
 from hango.core.messages import Message
 from hango.history.paths import conversation_history_path
@@ -179,7 +179,10 @@ class Compacting(Truncating):
             call, reason, tokens, kept_from_seq, evicted, previous, offload_path, _NO_SUMMARY
         )
         room, hard_room = self._summary_rooms(call, empty, plan, tokens)
-        routed = self.router.begin(call, job, plan.boundary, room, self._summary)
+        replaced = self.figure.estimate.split(call.request, plan.boundary)[1]
+        budget = briefing_budget(replaced, room)
+        job = job.model_copy(update={"budget": budget})
+        routed = self.router.begin(call, job, plan.boundary, budget, self._summary)
         fitted = fit_summary(
             routed.ask(job),
             job,

@@ -28,13 +28,16 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from hango.compaction.head import head_message
 from hango.compaction.jobs import JobRef, SummaryJob, SummaryResult, range_fingerprint
 from hango.compaction.pace import outgrows
 from hango.compaction.record import PendingSummary
+from hango.compaction.summary_fit import briefing_budget
 from hango.core.messages import StoredMessage, Usage
 from hango.core.profiles import ModelProfile
+from hango.history.paths import conversation_history_path
 from hango.middleware.base import ModelCall
-from hango.middleware.evicted import seq_at, stored_before
+from hango.middleware.evicted import seq_at, stored_before, summary_record
 from hango.middleware.pacing import Pacer
 from hango.middleware.summary_route import RoutedSummary, SummaryRouter
 from hango.tokens.base import Estimator
@@ -42,6 +45,9 @@ from hango.tokens.measure import RequestEstimate
 
 # The middleware's own logger: one name for everything it logs.
 log = logging.getLogger("hango.middleware.summarization")
+
+# Stands in for a summary while the head around it is measured.
+_PLACEHOLDER = SummaryResult(text=".", summarizer="none")
 
 # Pre-summaries of all sessions share these threads; each session has at most one in flight.
 PRESUMMARY_THREADS = 4
@@ -139,13 +145,16 @@ class Presummaries:
             fingerprint=range_fingerprint(evicted),
             basis=previous.kept_from_seq if previous else None,
         )
-        job = _job(call, evicted, extended, self.profile)
+        routed, budget = self._routed(call, extended, at)
+        job = _job(call, evicted, extended, self.profile, budget)
         # The dispatching turn's context (its trace span) goes along to the pool's thread.
         context = contextvars.copy_context()
         started = self.pacer.clock()
-        routed = self._routed(call, job, extended, at)
         carried = None if extended is None else extended.work.result()[0]
-        work = self._threads().submit(context.run, self._summary, routed, job, started, carried)
+        frame = self._frame(call, evicted, pending.to_seq + 1)
+        work = self._threads().submit(
+            context.run, self._summary, routed, job, started, carried, frame
+        )
         fallback = None if extended is None else dataclasses.replace(extended, fallback=None)
         presummary = Presummary(
             pending, work, evicted[0], evicted[-1], len(evicted), started, fallback, job.ref()
@@ -161,27 +170,48 @@ class Presummaries:
             job.to_seq,
         )
 
+    def _frame(self, call: ModelCall, evicted: Sequence[StoredMessage], kept_from_seq: int) -> int:
+        """Tokens of the head that installs this pre-summary, all but the summary's own (its
+        frame, the artifact index, a quoted user request): what it keeps is judged with it."""
+        previous = call.run_state.latest
+        path = conversation_history_path(call.session_id)
+        record = summary_record(
+            call, "threshold", 0, kept_from_seq, evicted, previous, path, _PLACEHOLDER
+        )
+        return self.estimator.estimate(head_message(record).text())
+
     def _routed(
-        self, call: ModelCall, job: SummaryJob, extended: Presummary | None, at: int
-    ) -> RoutedSummary:
-        """The job routed now, on the turn's thread: its range priced as the job reads it
-        (an extension: the messages past the one it extends, on top of that one's text)."""
+        self, call: ModelCall, extended: Presummary | None, at: int
+    ) -> tuple[RoutedSummary, int]:
+        """The job routed now, on the turn's thread, and its briefing budget (a share of
+        what the briefing replaces: the messages before ``at``, a previous summary
+        included). Its range is priced as the job reads it (an extension: the messages past
+        the one it extends, on top of that one's text)."""
         _, before = self.estimate.split(call.request, at)
+        # The least room a compaction at the trigger leaves its summary (compacting.py).
+        budget = briefing_budget(before, self.profile.target_tokens // 4)
         range_tokens = before
         if extended is not None:
             index = call.index_of(extended.pending.to_seq + 1) or 0
             range_tokens -= self.estimate.split(call.request, index)[1]
+            # Its estimate counts the head around its text too (about 1,000 tokens in
+            # ``hango simulate``). Priced without it, more extensions took the range and
+            # cost more than priced (docs/benchmarks.md, "Shorter briefings"): left as is.
             range_tokens += extended.work.result()[2]
-        # The least room a compaction at the trigger leaves its summary (compacting.py).
-        room = self.profile.target_tokens // 4
-        return self.router.begin_presummary(call, at, room, range_tokens, self._work)
+        return self.router.begin_presummary(call, at, budget, range_tokens, self._work), budget
 
     def _summary(
-        self, routed: RoutedSummary, job: SummaryJob, started: float, carried: SummaryResult | None
+        self,
+        routed: RoutedSummary,
+        job: SummaryJob,
+        started: float,
+        carried: SummaryResult | None,
+        frame: int,
     ) -> tuple[SummaryResult, float, int]:
         """The summary, with the usage and cost of the pre-summaries it extends
         (``carried``): the record of the compaction that installs it accounts for the whole
-        chain. Its estimate is made here, once, off the turn: every call in the band weighs it."""
+        chain. Its estimate (with ``frame``, the head around it) is made here, once, off the
+        turn: every call in the band weighs it."""
         began = time.monotonic()
         result = routed.finish(routed.ask(job))
         if result.route is not None and result.route.name == "prefix":
@@ -190,7 +220,7 @@ class Presummaries:
             self.pacer.took(job.model, time.monotonic() - began)
         if carried is not None:
             result = _carrying(result, carried)
-        return result, self.pacer.ready_at(started), self.estimator.estimate(result.text)
+        return result, self.pacer.ready_at(started), frame + self.estimator.estimate(result.text)
 
     def _outgrown(self, call: ModelCall, current: Presummary, tokens: int) -> bool:
         """Whether a ready pre-summary could no longer bring the request under the target
@@ -312,9 +342,11 @@ def _job(
     evicted: tuple[StoredMessage, ...],
     extended: Presummary | None,
     profile: ModelProfile,
+    budget: int,
 ) -> SummaryJob:
     """The job of a pre-summary: its whole range on top of the last record's summary, or,
-    extending a ready one, only the messages past it on top of that one's text."""
+    extending a ready one, only the messages past it on top of that one's text; its
+    length budget asked for in its prompt."""
     previous = call.run_state.latest
     base = previous.summary if previous else None
     builds_on = None
@@ -331,4 +363,5 @@ def _job(
         evicted=evicted,
         model=profile.summarizer_model or call.request.model,
         builds_on=builds_on,
+        budget=budget,
     )

@@ -276,8 +276,8 @@ class RoutedSummary:
         sent, prefix = self.choice.sent, self.router.prefix
         if sent is None or prefix is None:  # pragma: no cover - a prefix choice has both
             return _failed("no previous request")
-        instruction = prefix_instruction(self.choice.kept, job.max_tokens)
-        cap = job.max_tokens or DEFAULT_SUMMARY_MAX_TOKENS
+        instruction = prefix_instruction(self.choice.kept, job.asked_length())
+        cap = job.reply_cap(DEFAULT_SUMMARY_MAX_TOKENS)
         request = prefix_request(sent.request, instruction, cap)
         if isinstance(request, str):
             return _failed(request)

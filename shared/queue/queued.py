@@ -98,6 +98,7 @@ def summarize_kwargs(job: SummaryJob) -> dict[str, Any]:
         "fingerprint": range_fingerprint(job.evicted),
         # An extension's base is a pre-summary's result: named by its job, never its text.
         **({"builds_on": job.builds_on.model_dump()} if job.builds_on else {}),
+        **({"budget": job.budget} if job.budget else {}),
     }
 
 

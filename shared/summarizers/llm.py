@@ -75,7 +75,7 @@ class LLMSummarizer:
 
     def summarize_by(self, job: SummaryJob, until: float | None) -> SummaryResult:
         """The summary, falling back when the monotonic clock reaches ``until``."""
-        cap = min(self.max_tokens, job.max_tokens or self.max_tokens)
+        cap = min(self.max_tokens, job.reply_cap(self.max_tokens))
         request = build_summary_request(job, model=job.model, max_tokens=cap)
         violations = validate_request(request)
         if violations:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from hango.compaction.jobs import SummaryJob, SummaryResult
@@ -43,10 +44,18 @@ def test_a_summary_larger_than_the_window_is_never_installed(tmp_path: Path) -> 
 
 
 def test_a_summary_over_its_room_is_asked_again_shorter(tmp_path: Path) -> None:
-    def by_room(request: Request) -> Response:
-        return text_reply(SHORT if request.max_tokens < 8_192 else HUGE)
+    asked: set[str] = set()
 
-    summaries = ScriptedProvider(fallback=by_room)
+    def huge_first(request: Request) -> Response:
+        """The first reply for a range ignores the budget its request asked for; asked
+        again for that range, the reply keeps to it."""
+        found = re.search(r"messages \d+ to \d+", request.messages[0].text())
+        span = found.group(0) if found else ""
+        again = span in asked
+        asked.add(span)
+        return text_reply(SHORT if again else HUGE)
+
+    summaries = ScriptedProvider(fallback=huge_first)
     result, _ = _compact_once(tmp_path, summaries)
     (record,) = result.compactions  # type: ignore[attr-defined]
     assert record.summarizer == "llm" and "key-0001" in (record.summary or "")

@@ -368,6 +368,18 @@ def test_after_a_deadline_the_fallback_summary_is_committed_for_the_whole_turn()
     assert len(json.dumps(sent[0][1])) < 300
 
 
+def test_a_budgeted_summary_goes_to_the_workers_with_its_budget() -> None:
+    """A briefing's length budget is a number in the task's arguments (and its key), so
+    every summary still runs on the worker pool; only a hard cap is asked in-process."""
+    jobs = FakeJobs(FakeClock(), real_time=True)
+    summarizer = queued_summarizer(jobs)
+    summarizer.summarize(summary_job().model_copy(update={"budget": 700}))
+
+    ((task, kwargs, _),) = summarizer.dispatcher.sent  # type: ignore[attr-defined]
+    assert task == SUMMARIZE_TASK
+    assert kwargs["budget"] == 700
+
+
 def test_a_worker_result_committed_first_wins_over_the_fallback() -> None:
     worker = SummaryResult(text="worker text", summarizer="worker:llm")
 

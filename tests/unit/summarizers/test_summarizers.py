@@ -95,6 +95,31 @@ def test_summary_comes_from_the_provider_with_its_usage() -> None:
     assert [r.to_api() for r in provider.requests] == [expected.to_api()]
 
 
+def test_a_budget_is_asked_for_and_the_reply_gets_twice_its_room() -> None:
+    """Sent as the cap itself, a reply a little over the budget was cut off and replaced by
+    the extractive briefing after it was paid for."""
+    provider = ScriptedProvider([text_reply(SUMMARY)])
+    job = summary_job().model_copy(update={"budget": 600})
+
+    outcome = LLMSummarizer(provider, max_tokens=4000).summarize(job)
+
+    assert outcome.text == SUMMARY
+    (sent,) = provider.requests
+    assert sent.max_tokens == 1200
+    assert "Keep the briefing under 600 tokens." in json.dumps(sent.to_api())
+    capped = LLMSummarizer(ScriptedProvider([text_reply(SUMMARY)]), max_tokens=1000)
+    assert capped.summarize(job).text == SUMMARY  # never above the summarizer's own cap
+
+
+def test_the_extractive_briefing_keeps_to_the_budget() -> None:
+    job = summary_job(previous="an earlier briefing line. " * 2000)
+    whole = ExtractiveSummarizer().summarize(job).text
+    budgeted = ExtractiveSummarizer().summarize(job.model_copy(update={"budget": 100})).text
+    assert len(whole) > 300
+    assert len(budgeted) <= 100 * 3
+    assert budgeted.endswith("the full history is in the file]")
+
+
 def test_a_summary_wrapped_in_tags_is_unwrapped() -> None:
     provider = ScriptedProvider(
         [text_reply(f"<analysis>thinking</analysis>\n<summary>\n{SUMMARY}\n</summary>")]
