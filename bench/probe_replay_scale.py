@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import string
 import subprocess
 import sys
 import tempfile
@@ -25,15 +26,30 @@ from pathlib import Path
 HANGO = str(Path(sys.executable).parent / "hango")
 
 
-def write_transcript(path: Path, lines: int) -> int:
-    """N short lines, user and assistant alternating; the file's size in bytes."""
+def write_transcript(path: Path, lines: int, *, short: bool = False) -> int:
+    """N short lines, user and assistant alternating; the file's size in bytes.
+
+    ``short``: ~61-byte lines (compact JSON, string content, no uuid), the length of the
+    issue-26 transcript's (61 MB for a million lines), instead of ~109.
+    """
     with path.open("w", encoding="utf-8") as out:
         for n in range(lines):
-            role = "user" if n % 2 == 0 else "assistant"
-            content = f"line {n}" if role == "user" else [{"type": "text", "text": f"ok {n}"}]
-            record = {"type": role, "message": {"role": role, "content": content}, "uuid": f"u{n}"}
-            out.write(json.dumps(record) + "\n")
+            out.write(_short_line(n) if short else _line(n))
     return path.stat().st_size
+
+
+def _line(n: int) -> str:
+    role = "user" if n % 2 == 0 else "assistant"
+    content = f"line {n}" if role == "user" else [{"type": "text", "text": f"ok {n}"}]
+    record = {"type": role, "message": {"role": role, "content": content}, "uuid": f"u{n}"}
+    return json.dumps(record) + "\n"
+
+
+def _short_line(n: int) -> str:
+    role = "user" if n % 2 == 0 else "assistant"
+    # One letter of content: the lines are then 61 bytes on average, as that file's.
+    record = {"type": role, "message": {"role": role, "content": string.ascii_letters[n % 52]}}
+    return json.dumps(record, separators=(",", ":")) + "\n"
 
 
 def measure(path: Path) -> tuple[float, float, float, int]:
@@ -58,6 +74,12 @@ def measure(path: Path) -> tuple[float, float, float, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, nargs="+", default=[20_000, 40_000, 80_000])
+    parser.add_argument(
+        "--short", action="store_true", help="~61-byte lines (the issue-26 file's length)"
+    )
+    parser.add_argument(
+        "--keep", type=Path, metavar="DIR", help="write the files here and keep them"
+    )
     args = parser.parse_args(argv)
     print(
         f"{'lines':>9} {'MB':>7} {'seconds':>9} {'CPU s':>8} {'x CPU':>6} "
@@ -66,15 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     previous: float | None = None
     with tempfile.TemporaryDirectory(prefix="hango-replay-probe-") as scratch:
         for lines in args.lines:
-            path = Path(scratch) / f"t{lines}.jsonl"
-            size = write_transcript(path, lines)
+            path = Path(args.keep or scratch) / f"t{lines}{'s' if args.short else ''}.jsonl"
+            size = write_transcript(path, lines, short=args.short)
             seconds, cpu, peak, code = measure(path)
             factor = f"{cpu / previous:.2f}" if previous else "-"
             previous = cpu
             # ru_maxrss of children is the largest child so far: sizes run in ascending order.
             row = f"{lines:>9} {size / 1e6:>7.1f} {seconds:>9.1f} {cpu:>8.1f} {factor:>6}"
             print(f"{row} {peak:>12.0f} {code:>5}", flush=True)
-            path.unlink()
+            if args.keep is None:
+                path.unlink()
     return 0
 
 
