@@ -16,8 +16,8 @@ from typing import Any
 
 from hango.core.messages import Message, Request, Usage
 from hango.core.price import Price
-from hango.core.sent import SentMessages
 from hango.core.profiles import ModelProfile
+from hango.core.sent import SentMessages
 from hango.cost.cache_model import (
     DEFAULT_TTL_SECONDS,
     BlockTrail,

@@ -4,6 +4,7 @@ time)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -132,7 +133,7 @@ def test_successive_requests_of_a_session_say_where_they_differ_without_a_compar
         agent.loop.run_turn("grow", f"Step {turn}.")
     agent.store.engine.dispose()
     requests = [sent.messages for sent in provider.requests]
-    for old, new in zip(requests, requests[1:], strict=False):
+    for old, new in itertools.pairwise(requests):
         assert copy_difference(old, new) == linear_difference(old, new) > len(old) - 3
     # Plain tuples (or another copy's) are compared.
     plain = [tuple(messages) for messages in requests]
