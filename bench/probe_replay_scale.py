@@ -5,10 +5,12 @@ directory (never into the repository), runs ``hango replay FILE --json`` in a ch
 process per size and prints wall and CPU seconds and peak RSS (``ru_maxrss`` of the
 child) side by side, with the growth factor of CPU time between sizes: linear time shows
 as a factor near the size ratio. ``--lines 1000000`` is the issue-26 case by its number
-of lines (half a million turns); these lines are longer than that transcript's (109 MB
-here, 61 MB there), so the probe raises the size limit to 200 MB.
+of lines (half a million turns); its default lines are longer than that transcript's (109
+MB here, 61 MB there), so the probe raises the size limit to 200 MB. ``--short`` writes
+61-byte lines: ``--short --lines 1000000`` is that file's size too (61 MB, under the 64
+MiB default limit).
 
-    .venv/bin/python -m bench.probe_replay_scale --lines 20000 40000 80000
+    .venv/bin/python -m bench.probe_replay_scale --short --lines 8000 16000 32000 64000
 """
 
 from __future__ import annotations
