@@ -54,7 +54,7 @@ def _short_line(n: int) -> str:
     return json.dumps(record, separators=(",", ":")) + "\n"
 
 
-def measure(path: Path) -> tuple[float, float, float, int]:
+def measure(path: Path, *extra: str) -> tuple[float, float, float, int]:
     """Seconds, CPU seconds, peak RSS (MB) and exit status of ``hango replay`` on ``path``.
 
     CPU seconds (user + system of the child) compare across sizes on a shared machine,
@@ -63,7 +63,7 @@ def measure(path: Path) -> tuple[float, float, float, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
-        [HANGO, "replay", str(path), "--json", "--max-bytes", str(200 * 1024 * 1024)],
+        [HANGO, "replay", str(path), "--json", "--max-bytes", str(200 * 1024 * 1024), *extra],
         capture_output=True,
         check=False,
     )
@@ -80,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         "--short", action="store_true", help="~61-byte lines (the issue-26 file's length)"
     )
     parser.add_argument(
+        "--max-input-tokens",
+        metavar="TOKENS",
+        help="the replay's window (a small one compacts every few thousand lines)",
+    )
+    parser.add_argument(
         "--keep", type=Path, metavar="DIR", help="write the files here and keep them"
     )
     args = parser.parse_args(argv)
@@ -92,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         for lines in args.lines:
             path = Path(args.keep or scratch) / f"t{lines}{'s' if args.short else ''}.jsonl"
             size = write_transcript(path, lines, short=args.short)
-            seconds, cpu, peak, code = measure(path)
+            window = ("--max-input-tokens", args.max_input_tokens) if args.max_input_tokens else ()
+            seconds, cpu, peak, code = measure(path, *window)
             factor = f"{cpu / previous:.2f}" if previous else "-"
             previous = cpu
             # ru_maxrss of children is the largest child so far: sizes run in ascending order.
