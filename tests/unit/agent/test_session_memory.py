@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from hango.agent import loop as loop_module
-from hango.cli.replaying import settle_presummaries
 from hango.providers.scripted import text_reply
 from hango.wiring.agent import Agent
 from tests.agent_support import build, dumps, writer_reply
@@ -47,10 +46,10 @@ def _long_session(agent_dir: Path, turns: int, *, forgetting: bool) -> tuple[lis
 
     ``forgetting``: the loop forgets the session before each turn, so every turn reads
     the whole session back from the store (the path that keeps nothing in memory)."""
-    agent, provider = build(agent_dir, list(LONG_REPLIES))
+    # Every summary made at the trigger: a pre-summary's thread would race the turns, and
+    # the two runs could compact at different points on a loaded machine.
+    agent, provider = build(agent_dir, list(LONG_REPLIES), context_presummarize_frac=1)
     for n in range(turns):
-        # Each pre-summary ready before the next turn: the runs do not race their threads.
-        settle_presummaries(agent.loop)
         if forgetting:
             agent.loop.forget("s")
         agent.loop.run_turn("s", f"task {n}: write file {n}")
@@ -72,3 +71,16 @@ def test_the_loop_drops_from_memory_the_messages_before_the_latest_kept_part(
     # Every request is the one a loop that reads the whole session back each turn sends.
     reread, _ = _long_session(tmp_path / "reread", TURNS, forgetting=True)
     assert sent == reread
+
+
+def test_a_state_older_than_the_trim_reads_the_dropped_messages_back(tmp_path: Path) -> None:
+    """A turn whose append failed goes back to the state it began with, whose kept part
+    may start before what memory dropped since: those messages come from the store."""
+    _, agent = _long_session(tmp_path, TURNS, forgetting=False)
+    loop = agent.loop
+    ctx = loop.begin_turn("s")
+    assert ctx.memory.dropped > 0
+    transcript, first = loop._kept_part(ctx, 1)
+    assert first == 0
+    assert [m.seq for m in transcript] == [m.seq for m in agent.store.messages("s")]
+    loop.end_turn(ctx)
