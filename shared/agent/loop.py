@@ -96,6 +96,30 @@ class SessionMemory:
 
     copy: OutgoingCopy
     transcript: list[StoredMessage] = field(default_factory=list)
+    # The last ``seq`` dropped from the front of ``transcript`` (0: none). Every request
+    # starts at the latest compaction's kept part, so what lies before it is not held:
+    # memory stays bounded by the window, not the session (what needs older messages,
+    # the summaries and the history, has them from the call or reads the store).
+    dropped: int = 0
+
+    @property
+    def last_seq(self) -> int:
+        """The newest ``seq`` memory has seen (0: none)."""
+        return self.transcript[-1].seq if self.transcript else self.dropped
+
+    def drop(self, count: int) -> int:
+        """Drop the first ``count`` messages, never the newest; how many were dropped."""
+        count = min(count, len(self.transcript) - 1)
+        if count <= 0:
+            return 0
+        self.dropped = self.transcript[count - 1].seq
+        del self.transcript[:count]
+        return count
+
+    def reread_from(self, seq: int) -> None:
+        """Hold nothing before ``seq``; the messages from there are read from the store."""
+        self.transcript.clear()
+        self.dropped = seq - 1
 
 
 # One loop may serve many sessions for as long as its process lives: it remembers only the
@@ -440,7 +464,7 @@ class AgentLoop:
         rows = [(message, self._estimate(message)) for message in batch]
         stored = self.store.append_messages(ctx.session_id, ctx.turn, rows, ctx.lease)
         cached = ctx.memory.transcript
-        if stored and (cached[-1].seq if cached else 0) == stored[0].seq - 1:
+        if stored and ctx.memory.last_seq == stored[0].seq - 1:
             cached.extend(stored)  # in step with the store: keep the very same objects
         elif stored:
             ctx.in_step = False  # someone else appended too: read the store again
@@ -455,7 +479,7 @@ class AgentLoop:
         memory is not in step with that (then ``append_many``).
         """
         cached = ctx.memory.transcript
-        if not batch or (cached[-1].seq if cached else 0) != stored_last:
+        if not batch or ctx.memory.last_seq != stored_last:
             return None
         rows = [(message, self._estimate(message)) for message in batch]
         expected = [
@@ -550,10 +574,7 @@ class AgentLoop:
         record = ctx.holder.state.latest
         copy = ctx.memory.copy
         head = self._heads.get(record, head_message) if record is not None else None
-        transcript = self._transcript(ctx)
-        first = 0
-        if record is not None:
-            first = bisect.bisect_left(transcript, record.kept_from_seq, key=lambda m: m.seq)
+        transcript, first = self._kept_part(ctx, record.kept_from_seq if record else 1)
         messages, seqs = copy.update(transcript, head, first)
         # The fixed part was validated once; only the messages change from call to call.
         base = ctx.base if ctx.base is not None else self._base
@@ -596,6 +617,19 @@ class AgentLoop:
         self.observer.response_received(ctx.session_id, ctx.turn, response)
         return response
 
+    def _kept_part(self, ctx: TurnContext, from_seq: int) -> tuple[list[StoredMessage], int]:
+        """The session's messages in memory and the index of ``from_seq`` among them,
+        after dropping those before it (see :class:`SessionMemory`)."""
+        memory = ctx.memory
+        if from_seq <= memory.dropped:
+            # An older state than the one memory was trimmed for (a turn whose append
+            # failed keeps the state it began with): read the messages back.
+            memory.reread_from(from_seq)
+            ctx.in_step = False
+        transcript = self._transcript(ctx)
+        first = bisect.bisect_left(transcript, from_seq, key=lambda m: m.seq)
+        return transcript, first - memory.drop(first)
+
     def _transcript(self, ctx: TurnContext) -> list[StoredMessage]:
         """The session's stored messages, kept in memory and topped up from the store.
 
@@ -606,7 +640,8 @@ class AgentLoop:
         cached = ctx.memory.transcript
         if ctx.in_step:
             return cached
-        after = cached[-1].seq + 1 if cached else None
+        last = ctx.memory.last_seq
+        after = last + 1 if last else None
         loaded = self.store.messages(ctx.session_id, from_seq=after)
         if loaded and self.estimates is not None:
             self._seed_estimates(ctx.session_id, loaded, self.estimates)

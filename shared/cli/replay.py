@@ -125,7 +125,8 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     limit = args.max_bytes or load_settings().replay_max_bytes
     # Everything is validated before anything is written.
-    transcript = load_transcript(args.transcript, max_bytes=limit)
+    # Not kept: its messages are parsed again as the replay reaches them.
+    transcript = load_transcript(args.transcript, max_bytes=limit, keep=False)
     _check_dump_target(args.dump_requests, args.transcript)
     with tempfile.TemporaryDirectory(prefix="hango-replay-") as scratch:
         settings = replay_settings(args, Path(scratch))
@@ -328,7 +329,7 @@ def replay_report(
     return {
         "transcript": str(args.transcript),
         "format": transcript.format,
-        "messages": len(transcript.messages),
+        "messages": transcript.count,
         "turns": outcome.turns,
         "model": settings.model,
         "max_input_tokens": agent.profile.max_input_tokens,

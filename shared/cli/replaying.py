@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hango.agent.loop import AgentLoop, TurnResult
-from hango.cli.transcripts import Transcript, split_turns
+from hango.cli.transcripts import Transcript, each_turn
 from hango.compaction.record import CompactionRecord
 from hango.compaction.summary_prompt import HISTORY_TOOL_NAME
 from hango.core.errors import ContextOverflowError, ProviderError
@@ -206,7 +206,7 @@ def replay_transcript(
     run = ReplayRun()
     raw = _RawTokens(estimator)
     loop = agent.loop
-    for turn in split_turns(transcript.messages):
+    for turn in each_turn(transcript.each_message()):
         ctx = loop.begin_turn(session_id)
         try:
             for message in turn:

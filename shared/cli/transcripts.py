@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 
-from hango.compaction.validate import validate_messages
+from hango.compaction.validate import position_violations
 from hango.core.api_rules import message_problem
 from hango.core.errors import TranscriptError
 from hango.core.messages import (
@@ -66,6 +66,14 @@ class Transcript:
     recorded_usage: tuple[Usage, ...] = ()
     # When each message was recorded, in seconds since the epoch (None: not recorded).
     times: tuple[float | None, ...] = field(default=())
+    # How many messages it has (``messages`` is empty when they were not kept).
+    count: int = 0
+    # The messages parsed again, one at a time, when they were not kept.
+    reread: Callable[[], Iterator[Message]] | None = None
+
+    def each_message(self) -> Iterator[Message]:
+        """The messages in order, kept or read again as they are asked for."""
+        return iter(self.messages) if self.reread is None else self.reread()
 
     def time_of(self, index: int) -> float | None:
         """When message ``index`` was recorded, if the transcript says."""
@@ -73,10 +81,10 @@ class Transcript:
 
     @property
     def assistant_messages(self) -> int:
-        return sum(1 for message in self.messages if message.role == "assistant")
+        return sum(1 for message in self.each_message() if message.role == "assistant")
 
 
-def load_transcript(path: Path, *, max_bytes: int) -> Transcript:
+def load_transcript(path: Path, *, max_bytes: int, keep: bool = True) -> Transcript:
     """Read and validate a transcript file, or raise :class:`TranscriptError`.
 
     A file over ``max_bytes`` is refused before it is read (a pipe, whose size is not
@@ -101,7 +109,7 @@ def load_transcript(path: Path, *, max_bytes: int) -> Transcript:
         ) from None
     del data
     if _looks_like_jsonl(path, text):
-        return parse_claude_code_jsonl(text, source)
+        return parse_claude_code_jsonl(text, source, keep=keep)
     return parse_messages_json(text, source)
 
 
@@ -267,10 +275,27 @@ def _lines(text: str) -> Iterator[str]:
         start = end + 1
 
 
-def parse_claude_code_jsonl(text: str, source: str) -> Transcript:
-    """Parse a Claude Code session log; errors name the line."""
-    merged = _MessageBuilder()
+def parse_claude_code_jsonl(text: str, source: str, *, keep: bool = True) -> Transcript:
+    """Parse a Claude Code session log; errors name the line.
+
+    ``keep=False``: the messages are validated as they are read and not kept; the
+    transcript reads them again from ``text`` when asked (:meth:`Transcript.each_message`),
+    so a replay holds a few messages of the file at a time, not all of it parsed.
+    """
     usages: dict[str, Usage] = {}
+    checked = _Checked(source, keep=keep)
+    for draft in _jsonl_drafts(text, source, usages):
+        checked.add(draft)
+    transcript = checked.transcript("claude-code-jsonl", (), ())
+    if not keep:
+        transcript = replace(transcript, reread=lambda: _reread_jsonl(text, source))
+    return replace(transcript, recorded_usage=tuple(usages.values()))
+
+
+def _jsonl_drafts(text: str, source: str, usages: dict[str, Usage]) -> Iterator[_Draft]:
+    """The messages of a Claude Code log as merged drafts, each once no later entry can
+    change it; ``usages`` gets each reply's recorded usage."""
+    merged = _MessageBuilder()
     for number, entry in _jsonl_entries(text, source):
         location = f"line {number}"
         if entry.get("type") not in ("user", "assistant") or entry.get("isSidechain") is True:
@@ -289,8 +314,14 @@ def parse_claude_code_jsonl(text: str, source: str) -> Transcript:
         if kept:
             at = _timestamp(entry.get("timestamp"), source, location)
             merged.add(message.role, kept, location, reply_id=raw.get("id"), at=at)
-    transcript = _validated(source, "claude-code-jsonl", (), (), merged)
-    return replace(transcript, recorded_usage=tuple(usages.values()))
+            yield from merged.settled()
+    yield from merged.drafts
+
+
+def _reread_jsonl(text: str, source: str) -> Iterator[Message]:
+    """The messages of a log validated before, parsed again one at a time."""
+    for draft in _jsonl_drafts(text, source, {}):
+        yield _draft_message(draft)
 
 
 def _keep_usage(usages: dict[str, Usage], raw: dict[str, Any], number: int, source: str) -> None:
@@ -412,6 +443,12 @@ class _MessageBuilder:
         draft.locations.extend(origins)
         draft.original = None
 
+    def settled(self) -> Iterator[_Draft]:
+        """The drafts no later entry can change, taken out of the builder: all but the
+        last two (an entry extends the last draft, or the one before across results)."""
+        while len(self.drafts) > 2:
+            yield self.drafts.pop(0)
+
     def _continues_interleaved_reply(self, role: str, reply_id: Any) -> bool:
         if role != "assistant" or not isinstance(reply_id, str) or len(self.drafts) < 2:
             return False
@@ -429,57 +466,153 @@ def _validated(
     tools: tuple[ToolDefinition, ...],
     merged: _MessageBuilder,
 ) -> Transcript:
-    drafts = merged.drafts
-    if not drafts:
-        raise TranscriptError("no user or assistant messages", source=source, location="file")
-    if drafts[0].role != "user":
-        raise TranscriptError(
-            "the conversation must start with a user message",
-            source=source,
-            location=drafts[0].where,
+    checked = _Checked(source, keep=True)
+    for draft in merged.drafts:
+        checked.add(draft)
+    return checked.transcript(fmt, system, tools)
+
+
+def _draft_message(draft: _Draft) -> Message:
+    return draft.original or Message.model_validate(
+        {"role": draft.role, "content": tuple(draft.blocks)}
+    )
+
+
+class _Around(Sequence[Message]):
+    """The messages around one position of a stream, at their positions in the whole
+    conversation (what :func:`position_violations` looks at: the position and its two
+    neighbours), ``length`` long so far."""
+
+    def __init__(self, messages: dict[int, Message], length: int) -> None:
+        self.messages, self.length = messages, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
+        if isinstance(index, slice):
+            raise TypeError("the messages around a position are read one at a time")
+        return self.messages[index]
+
+
+class _Checked:
+    """A transcript's messages validated as they come, a message once its follower is known.
+
+    Everything the API would refuse (roles, tool_use / tool_result pairing, unique tool
+    ids, empty content or text, a result given twice) is found here, so that nothing is
+    written for a transcript that cannot replay. The first problem of each kind is kept
+    and raised at the end in the order a check of the whole list raised them (the first
+    role, the pairing, an assistant message at all, the API's rules), so the error does
+    not depend on whether the messages were kept.
+    """
+
+    def __init__(self, source: str, *, keep: bool) -> None:
+        self.source, self.keep = source, keep
+        # The last three messages: the one being checked and its neighbours.
+        self.recent: list[tuple[_Draft, Message]] = []
+        self.count = self.assistants = 0
+        self.use_ids: set[str] = set()  # for the pairing check's duplicate ids
+        self.seen_ids: set[str] = set()  # for the API's rules
+        self.problems: dict[str, TranscriptError] = {}
+        self.messages: list[Message] = []
+        self.locations: list[str] = []
+        self.times: list[float | None] = []
+
+    def add(self, draft: _Draft) -> None:
+        message = _draft_message(draft)
+        if not self.count and draft.role != "user":
+            self._problem("role", "the conversation must start with a user message", draft.where)
+        self.count += 1
+        self.assistants += draft.role == "assistant"
+        self.recent = [*self.recent[-2:], (draft, message)]
+        if self.count > 1:
+            self._check(self.count - 2)
+        self.times.append(draft.at)
+        if self.keep:
+            self.messages.append(message)
+            self.locations.append(draft.where)
+
+    def transcript(
+        self,
+        fmt: TranscriptFormat,
+        system: tuple[TextBlock, ...],
+        tools: tuple[ToolDefinition, ...],
+    ) -> Transcript:
+        """The validated transcript, or the first problem found."""
+        if not self.count:
+            raise TranscriptError(
+                "no user or assistant messages", source=self.source, location="file"
+            )
+        self._check(self.count - 1)
+        if not self.assistants:
+            self._problem("assistant", "no assistant message to replay", "file")
+        for kind in ("role", "pairing", "assistant", "rules"):
+            if kind in self.problems:
+                raise self.problems[kind]
+        return Transcript(
+            self.source,
+            fmt,
+            system,
+            tools,
+            tuple(self.messages),
+            tuple(self.locations),
+            times=tuple(self.times),
+            count=self.count,
         )
-    _check_pairing(drafts, source)
-    if not any(draft.role == "assistant" for draft in drafts):
-        raise TranscriptError("no assistant message to replay", source=source, location="file")
-    messages = tuple(draft.original or _merged_message(draft) for draft in drafts)
-    locations = tuple(draft.where for draft in drafts)
-    times = tuple(draft.at for draft in drafts)
-    # Everything else the API would refuse (empty content, empty text, a result given
-    # twice), found here so that nothing is written for a transcript that cannot replay.
-    for violation in validate_messages(messages):
-        raise TranscriptError(
-            violation.detail, source=source, location=locations[violation.message_index]
+
+    def _check(self, index: int) -> None:
+        """Check the message at ``index`` (the one before the newest, or the newest)."""
+        at = len(self.recent) - (self.count - index)
+        draft = self.recent[at][0]
+        previous = self.recent[at - 1][0] if index else None
+        follower = self.recent[at + 1][0] if at + 1 < len(self.recent) else None
+        if "pairing" not in self.problems:
+            try:
+                _check_pair(previous, draft, follower, self.source, self.use_ids)
+            except TranscriptError as error:
+                self.problems["pairing"] = error
+        if "rules" not in self.problems:
+            first = index - at
+            around = {first + n: message for n, (_, message) in enumerate(self.recent)}
+            for violation in position_violations(_Around(around, self.count), index, self.seen_ids):
+                self._problem("rules", violation.detail, draft.where)
+                break
+
+    def _problem(self, kind: str, detail: str, location: str) -> None:
+        self.problems.setdefault(
+            kind, TranscriptError(detail, source=self.source, location=location)
         )
-    return Transcript(source, fmt, system, tools, messages, locations, times=times)
 
 
-def _merged_message(draft: _Draft) -> Message:
-    return Message.model_validate({"role": draft.role, "content": tuple(draft.blocks)})
-
-
-def _check_pairing(drafts: list[_Draft], source: str) -> None:
+def _check_pair(
+    previous: _Draft | None,
+    draft: _Draft,
+    follower: _Draft | None,
+    source: str,
+    seen: set[str],
+) -> None:
     """Every tool_use answered in the next message, every tool_result answering the previous."""
-    seen: set[str] = set()
-    for index, draft in enumerate(drafts):
-        asked = _tool_use_ids(draft, source, seen)
-        follower = drafts[index + 1] if index + 1 < len(drafts) else None
-        answered = _answered_ids(follower)
-        for tool_id, location in asked.items():
-            if follower is not None and tool_id not in answered:
-                raise TranscriptError(
-                    f"tool_use {tool_id} has no tool_result in the next message",
-                    source=source,
-                    location=location,
-                )
-        previous_asked = _tool_use_ids(drafts[index - 1], source, None) if index else {}
-        for block, location in zip(draft.blocks, draft.locations, strict=True):
-            if isinstance(block, ToolResultBlock) and block.tool_use_id not in previous_asked:
-                raise TranscriptError(
-                    f"tool_result for {block.tool_use_id} answers no tool_use"
-                    " of the previous message",
-                    source=source,
-                    location=location,
-                )
+    asked = _tool_use_ids(draft, source, seen)
+    answered = _answered_ids(follower)
+    for tool_id, location in asked.items():
+        if follower is not None and tool_id not in answered:
+            raise TranscriptError(
+                f"tool_use {tool_id} has no tool_result in the next message",
+                source=source,
+                location=location,
+            )
+    previous_asked = _tool_use_ids(previous, source, None) if previous is not None else {}
+    for block, location in zip(draft.blocks, draft.locations, strict=True):
+        if isinstance(block, ToolResultBlock) and block.tool_use_id not in previous_asked:
+            raise TranscriptError(
+                f"tool_result for {block.tool_use_id} answers no tool_use of the previous message",
+                source=source,
+                location=location,
+            )
 
 
 def _tool_use_ids(draft: _Draft, source: str, seen: set[str] | None) -> dict[str, str]:
@@ -505,12 +638,18 @@ def _answered_ids(draft: _Draft | None) -> set[str]:
     return {block.tool_use_id for block in draft.blocks if isinstance(block, ToolResultBlock)}
 
 
-def split_turns(messages: tuple[Message, ...]) -> list[tuple[Message, ...]]:
+def split_turns(messages: Iterable[Message]) -> list[tuple[Message, ...]]:
     """Cut a conversation into turns: each starts at a user message that answers no tool."""
-    turns: list[list[Message]] = []
+    return list(each_turn(messages))
+
+
+def each_turn(messages: Iterable[Message]) -> Iterator[tuple[Message, ...]]:
+    """:func:`split_turns` one turn at a time, reading ``messages`` as it goes."""
+    turn: list[Message] = []
     for message in messages:
-        opens_turn = message.role == "user" and not any(message.tool_results())
-        if opens_turn or not turns:
-            turns.append([])
-        turns[-1].append(message)
-    return [tuple(turn) for turn in turns]
+        if turn and message.role == "user" and not any(message.tool_results()):
+            yield tuple(turn)
+            turn = []
+        turn.append(message)
+    if turn:
+        yield tuple(turn)

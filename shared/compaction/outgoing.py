@@ -41,6 +41,10 @@ from hango.core.messages import Message, Request, StoredMessage, message_json
 from hango.core.sent import SentMessages, live_view
 from hango.tokens.base import Estimator
 
+# How many of its latest versions a copy can say what changed since (a meter asks about
+# the previous call's, a few versions back).
+VERSIONS_REMEMBERED = 64
+
 Truncate = Callable[[Message], tuple[Message, int, int]]
 """What truncation makes of a message: its sent form, the blocks cut, the tokens saved."""
 
@@ -130,6 +134,8 @@ class OutgoingCopy:
         self.version = 0
         self._lock = threading.Lock()
         self._source: Sequence[StoredMessage] | None = None
+        # Per recent version, the lowest position changed on the way to the next one.
+        self._lowest_changed: dict[int, int] = {}
         self._restart(0, None)
 
     # -- what changes the copy ------------------------------------------------------------
@@ -179,6 +185,17 @@ class OutgoingCopy:
     @property
     def cut(self) -> int:
         return self._cut
+
+    def changed_since(self, old: int, new: int) -> int | None:
+        """The lowest position that changed from version ``old`` to ``new``: below it the
+        two versions hold the very same messages (``None``: not known, compare them)."""
+        with self._lock:
+            known = self._lowest_changed
+            if old == new:
+                return len(self._sent)
+            if not old < new <= self.version or old not in known:
+                return None  # a version too old to be remembered, or not yet made
+            return min(known.get(version, len(self._sent)) for version in range(old, new))
 
     # -- what the copy answers for its views ---------------------------------------------
 
@@ -235,6 +252,7 @@ class OutgoingCopy:
     # -- inside ---------------------------------------------------------------------------
 
     def _restart(self, start: int, head: Message | None) -> None:
+        self._changed(0)
         self._start, self._head = start, head
         self._seen: list[StoredMessage] = []
         self._joined: list[Message] = []
@@ -299,6 +317,7 @@ class OutgoingCopy:
 
     def _put(self, index: int, message: Message) -> None:
         """``message`` is sent at ``index`` (a position that exists, or the next one)."""
+        self._changed(index)
         if index == len(self._sent):
             self._sent.append(message)
             self._json.append(message_json(message))
@@ -310,6 +329,13 @@ class OutgoingCopy:
         self._checks.put(index, message)
         if self._checked:  # else the next check looks at every position anyway
             self._unchecked.update((index - 1, index, index + 1))
+
+    def _changed(self, index: int) -> None:
+        """Note a change at ``index`` on the way from the current version to the next."""
+        known = self._lowest_changed
+        known[self.version] = min(known.get(self.version, index), index)
+        if len(known) > VERSIONS_REMEMBERED:
+            del known[next(iter(known))]
 
     def _use(self, truncate: Truncate) -> None:
         """Truncate with ``truncate`` from now on (another one: every form is redone)."""

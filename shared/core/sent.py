@@ -41,6 +41,12 @@ class CopySource(Protocol):
         (``None``: the copy keeps another estimator's figures, or none, or has moved on)."""
         ...
 
+    def changed_since(self, old: int, new: int) -> int | None:
+        """The lowest position that changed from version ``old`` to ``new`` (``None``: not
+        known): below it, the views made at the two versions hold the same messages
+        except at their marked positions."""
+        ...
+
     def marked_view(self, version: int, marks: Mapping[int, Message]) -> SentMessages | None:
         """The copy's messages with those at ``marks``' positions replaced (``None``: the
         copy is no longer at ``version``)."""

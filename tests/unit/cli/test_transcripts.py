@@ -225,11 +225,12 @@ def test_claude_code_reply_split_around_its_tool_results_is_rejoined() -> None:
         (_entry("user", [{"type": "tool_result"}]), "tool_use_id"),
     ],
 )
-def test_malformed_claude_code_line_is_named(bad_line: str, words: str) -> None:
+@pytest.mark.parametrize("keep", [True, False])
+def test_malformed_claude_code_line_is_named(bad_line: str, words: str, keep: bool) -> None:
     lines = [*CLAUDE_CODE_LINES[:9], bad_line, *CLAUDE_CODE_LINES[9:]]
 
     with pytest.raises(TranscriptError) as caught:
-        parse_claude_code_jsonl("\n".join(lines), "s.jsonl")
+        parse_claude_code_jsonl("\n".join(lines), "s.jsonl", keep=keep)
 
     assert caught.value.location == "line 10"
     assert words in str(caught.value)
@@ -325,3 +326,65 @@ def test_json_transcripts_carry_no_recorded_usage_or_times() -> None:
     assert transcript.recorded_usage == ()
     assert transcript.times == (None,) * len(GOOD_MESSAGES)
     assert transcript.time_of(0) is None
+
+
+BLANK = {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": " "}]}
+ASKS_T1 = [_entry("user", "go"), _entry("assistant", [_use("t1")])]
+
+
+@pytest.mark.parametrize(
+    ("lines", "location", "words"),
+    [
+        ([_entry("assistant", "hi"), _entry("user", [_result("t9")])], "line 1", "start with"),
+        # The pairing problem comes first, though the blank result is found before it.
+        (
+            [
+                *ASKS_T1,
+                _entry("user", [BLANK]),
+                _entry("assistant", [_use("t2")]),
+                _entry("user", "no result"),
+            ],
+            "line 4",
+            "tool_use t2 has no tool_result",
+        ),
+        (
+            [*ASKS_T1, _entry("user", [BLANK]), _entry("assistant", "done")],
+            "line 3",
+            "non-whitespace text",
+        ),
+        ([_entry("user", "only me")], "file", "no assistant message"),
+        (
+            [
+                *ASKS_T1,
+                _entry("user", [_result("t1")]),
+                _entry("assistant", [_use("t1")]),
+                _entry("user", [_result("t1")]),
+            ],
+            "line 4",
+            "duplicate tool_use id t1",
+        ),
+    ],
+)
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_transcript_read_as_a_stream_refuses_what_a_whole_one_did(
+    lines: list[str], location: str, words: str, keep: bool
+) -> None:
+    """Checked a message at a time beside its neighbours, the first problem is the one
+    the check over the whole list raised: by kind first (role, pairing, replies, rules)."""
+    with pytest.raises(TranscriptError) as caught:
+        parse_claude_code_jsonl("\n".join(lines), "s.jsonl", keep=keep)
+    assert caught.value.location == location
+    assert words in str(caught.value)
+
+
+def test_a_transcript_not_kept_reads_the_same_messages_again_as_they_are_asked_for() -> None:
+    """``hango replay`` keeps the file's text, not every message parsed (a million short
+    lines held ~1 GB parsed): the messages are parsed again, a few at a time."""
+    text = "\n".join(CLAUDE_CODE_LINES)
+    kept = parse_claude_code_jsonl(text, "s.jsonl")
+    streamed = parse_claude_code_jsonl(text, "s.jsonl", keep=False)
+    assert streamed.messages == () and streamed.count == kept.count == 6
+    assert list(streamed.each_message()) == list(kept.messages) == list(kept.each_message())
+    assert list(streamed.each_message()) == list(kept.messages)  # again, from the start
+    assert streamed.times == kept.times and streamed.recorded_usage == kept.recorded_usage
+    assert split_turns(streamed.each_message()) == split_turns(kept.messages)

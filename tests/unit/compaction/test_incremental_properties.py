@@ -27,6 +27,7 @@ from hango.core.messages import (
     ToolResultBlock,
 )
 from hango.core.sent import SentMessages
+from hango.cost.meter import copy_difference, first_difference
 from hango.tokens.measure import RequestEstimate
 from tests.histories import CharEstimator, call, calls, histories, payload, result, results, user
 from tests.outgoing_reference import merge_consecutive, sendable
@@ -148,10 +149,15 @@ def test_incremental_copy_and_checks_equal_the_full_recomputation(
     history: tuple[Message, ...], plan: list[Step]
 ) -> None:
     session = Session((*LARGE, *history))
+    previous: tuple[Message, ...] = ()
     for action, pick in plan:
         request = session.step(action, pick)
         if request is None:
             continue
+        # Where the copy says two of its requests may first differ: never past where they do.
+        known = copy_difference(previous, request.messages)
+        assert known is None or known <= first_difference(tuple(previous), request.messages)
+        previous = request.messages
         # The plain functions over a plain copy: every position looked at.
         plain = Request.model_validate(request.to_api())
         assert type(plain.messages) is tuple

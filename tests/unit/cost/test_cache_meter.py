@@ -4,6 +4,8 @@ time)."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from hango.cost.cache_model import (
     WireBlock,
     blocks_from_request,
 )
-from hango.cost.meter import CacheMeter, estimated_sizes, first_difference
+from hango.cost.meter import CacheMeter, copy_difference, estimated_sizes, first_difference
 from hango.providers.scripted import text_reply
 from hango.tokens import make_estimator
 from tests.agent_support import build
@@ -113,6 +115,32 @@ def test_a_growing_session_sizes_only_what_changed_since_the_previous_call(
     assert meter.report.read_ratio > 0.9
 
 
+def linear_difference(old: Sequence[Message], new: Sequence[Message]) -> int:
+    return next(
+        (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
+        min(len(old), len(new)),
+    )
+
+
+def test_successive_requests_of_a_session_say_where_they_differ_without_a_comparison(
+    tmp_path: Path,
+) -> None:
+    """The outgoing copy that made both requests knows what changed between them: the
+    meter no longer compares the two requests' messages (up to a window's worth each)."""
+    agent, provider = build(tmp_path, window=2_000_000, caching=True)
+    for turn in range(30):
+        provider.push(text_reply(f"Done {turn}."))
+        agent.loop.run_turn("grow", f"Step {turn}.")
+    agent.store.engine.dispose()
+    requests = [sent.messages for sent in provider.requests]
+    for old, new in itertools.pairwise(requests):
+        assert copy_difference(old, new) == linear_difference(old, new) > len(old) - 3
+    # Plain tuples (or another copy's) are compared.
+    plain = [tuple(messages) for messages in requests]
+    assert copy_difference(plain[3], plain[4]) is None
+    assert first_difference(plain[3], plain[4]) == linear_difference(plain[3], plain[4])
+
+
 @settings(deadline=None, max_examples=examples(200))
 @given(
     st.lists(st.integers(0, 3), max_size=40),
@@ -121,8 +149,4 @@ def test_a_growing_session_sizes_only_what_changed_since_the_previous_call(
 def test_the_first_difference_is_the_linear_scans(old: list[int], new: list[int]) -> None:
     pool = [Message(role="user", content=f"m{n}") for n in range(4)]
     before, after = [pool[n] for n in old], [pool[n] for n in new]
-    expected = next(
-        (i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b),
-        min(len(before), len(after)),
-    )
-    assert first_difference(before, after) == expected
+    assert first_difference(before, after) == linear_difference(before, after)
