@@ -1,7 +1,9 @@
 """One session's outgoing copy: what is sent for each stored message, and what is known of it.
 
-The copy is ``[head] + sendable(merge_consecutive(stored[start:]))`` (``repair.py``), with
-the messages below the truncation cut sent in their truncated forms (``tool_args.py``).
+The copy is ``[head]`` and the stored messages from ``start``, same-role neighbours joined
+and each repaired by the rules of ``repair.py`` (the one-pass definition the tests hold it
+equal to is ``tests/outgoing_reference.py``), with the messages below the truncation cut
+sent in their truncated forms (``tool_args.py``).
 Per position it holds the stored message behind it, the form that is sent, its API JSON,
 its token estimate (with running sums) and the facts validation needs. It knows what
 changed because it made every change, and only three things change it:
