@@ -14,6 +14,8 @@ The cost of a run's summaries is estimated, as replay's own summarizer cost is (
 summarizes by extraction): every range-route call (replay's ``"summarizer_cost"``) plus
 every prefix-route call (``"prefix_summary_cost"``: the prefix request that would have
 been sent, priced with the prefix as cache reads), pre-summaries never installed included.
+The last two columns are the agent's own calls: the share of their input read from the
+cache, and their input cost (reads, writes and uncached tokens priced, USD).
 
 ``python -m bench.bench_route [on] [off] [haiku]``: only those tables (default: all).
 """
@@ -93,10 +95,13 @@ def row(path: Path, window: int, label: str, model: str, runs: dict[str, dict[st
         f"{costs[0] / cost:.2f}x" if costs[0] is not None and cost else "-" for cost in costs[1:]
     )
     ratios = " / ".join(str(r["cache"]["read_ratio"]) if r else "-" for r in (auto, *base) if r)
+    # A smaller context after a compaction reads less and writes as much: its read share
+    # drops while the agent pays less, so the share is shown beside what it is a share of.
+    inputs = " / ".join(f"${r['cache']['input_cost_usd']:.4f}" for r in (auto, *base) if r)
     cells = " | ".join(cell(report) for report in reports.values())
     paced = "-" if auto is None else _paced(auto)
     name = path.name.removesuffix(".json")
-    print(f"| {name} | {window:,} | {label} | {cells} | {shares} | {paced} | {ratios} |")
+    print(f"| {name} | {window:,} | {label} | {cells} | {shares} | {paced} | {ratios} | {inputs} |")
     sys.stdout.flush()
     return reports
 
@@ -130,9 +135,10 @@ def main() -> None:
         print(f"\n{title}; cells: estimated cost (prefix / range compactions)")
         print(
             f"| transcript | window | agent | {' | '.join(runs)} | auto / range{twice} "
-            f"| auto: hit rate, wait p50 | read ratio auto / range{twice} |"
+            f"| auto: hit rate, wait p50 | read ratio auto / range{twice} "
+            f"| agent input auto / range{twice} |"
         )
-        print("|---|---:|---|" + "---:|" * len(runs) + "---:|---:|---:|")
+        print("|---|---:|---|" + "---:|" * len(runs) + "---:|---:|---:|---:|")
         by_model: dict[str, list[dict[str, Any]]] = {label: [] for label in MODELS}
         for path, window in windows.items():
             for label, model in MODELS.items():

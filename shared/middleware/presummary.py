@@ -145,8 +145,9 @@ class Presummaries:
             fingerprint=range_fingerprint(evicted),
             basis=previous.kept_from_seq if previous else None,
         )
-        routed, budget = self._routed(call, extended, at)
+        budget = self._budget(call, at)
         job = _job(call, evicted, extended, self.profile, budget)
+        routed = self._routed(call, job, at, extended is not None)
         # The dispatching turn's context (its trace span) goes along to the pool's thread.
         context = contextvars.copy_context()
         started = self.pacer.clock()
@@ -180,25 +181,22 @@ class Presummaries:
         )
         return self.estimator.estimate(head_message(record).text())
 
-    def _routed(
-        self, call: ModelCall, extended: Presummary | None, at: int
-    ) -> tuple[RoutedSummary, int]:
-        """The job routed now, on the turn's thread, and its briefing budget (a share of
-        what the briefing replaces: the messages before ``at``, a previous summary
-        included). Its range is priced as the job reads it (an extension: the messages past
-        the one it extends, on top of that one's text)."""
+    def _budget(self, call: ModelCall, at: int) -> int:
+        """The briefing budget: a share of what the briefing replaces (the messages before
+        ``at``, a previous summary included), at least the room a compaction at the trigger
+        leaves its summary (compacting.py)."""
         _, before = self.estimate.split(call.request, at)
-        # The least room a compaction at the trigger leaves its summary (compacting.py).
-        budget = briefing_budget(before, self.profile.target_tokens // 4)
-        range_tokens = before
-        if extended is not None:
-            index = call.index_of(extended.pending.to_seq + 1) or 0
-            range_tokens -= self.estimate.split(call.request, index)[1]
-            # Its estimate counts the head around its text too (about 1,000 tokens in
-            # ``hango simulate``). Priced without it, more extensions took the range and
-            # cost more than priced (docs/benchmarks.md, "Shorter briefings"): left as is.
-            range_tokens += extended.work.result()[2]
-        return self.router.begin_presummary(call, at, budget, range_tokens, self._work), budget
+        return briefing_budget(before, self.profile.target_tokens // 4)
+
+    def _routed(self, call: ModelCall, job: SummaryJob, at: int, extends: bool) -> RoutedSummary:
+        """The job routed now, on the turn's thread, its range priced as the job reads it:
+        a whole range from the request's running estimates; an extension (the messages past
+        the pre-summary it extends, on top of that one's text) as its request is built.
+        Priced from estimates of its parts, an extension's range came out low (the
+        request's framing uncounted) or high (the head around the text counted) by more
+        than the two routes differed (docs/benchmarks.md, "Shorter briefings")."""
+        before = None if extends else self.estimate.split(call.request, at)[1]
+        return self.router.begin_presummary(call, at, job.budget or 0, job, self._work, before)
 
     def _summary(
         self,

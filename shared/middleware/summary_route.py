@@ -13,10 +13,12 @@ lifetime on the pacer's clock, or when the evicted range is not inside it.
 A pre-summary (made ahead of the trigger on a pool thread) is routed by the same rule
 when it is dispatched: the prefix is the request the session sent last (answered, so
 warm), the instruction names the messages the pre-summary's cut keeps, and its expected
-range cost is the job's own range (only the messages past a pre-summary it extends, on
-top of that one's text). A prefix reply that calls a tool, is empty or fails falls back to
-the range route; its cost stays in the record's real cost. Queued summaries take the range
-route (the prefix route needs the exact last request, which only this process holds).
+range cost is the job's own range: a whole range from the request's running estimates,
+an extension (only the messages past a pre-summary it extends, on top of that one's text)
+as its range request is built. A prefix reply that calls a tool, is empty or fails falls
+back to the range route; its cost stays in the record's real cost. Queued summaries take
+the range route (the prefix route needs the exact last request, which only this process
+holds).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from hango.compaction.route import (
     expected_range_cost,
     usage_cost,
 )
-from hango.compaction.summary_prompt import SUMMARY_SYSTEM_PROMPT
+from hango.compaction.summary_prompt import SUMMARY_SYSTEM_PROMPT, build_summary_request
 from hango.core.deadline import CallAbandoned, call_within
 from hango.core.identity import RecentlyUsed
 from hango.core.messages import Request
@@ -177,15 +179,27 @@ class SummaryRouter:
         # before the cut, the previous summary included, as the range prompt carries
         # them), not from rendering and tokenizing the whole prompt just to price it.
         evicted = self.estimate.split(call.request, boundary)[1]
-        return RoutedSummary(self, self._choose(call, boundary, room, evicted), by_range)
+        choice = self._choose(call, boundary, room, self._prompt + evicted)
+        return RoutedSummary(self, choice, by_range)
 
     def begin_presummary(
-        self, call: ModelCall, boundary: int, room: int, range_tokens: int, by_range: RangeAsk
+        self,
+        call: ModelCall,
+        boundary: int,
+        room: int,
+        job: SummaryJob,
+        by_range: RangeAsk,
+        evicted: int | None,
     ) -> RoutedSummary:
         """A pre-summary's summary, routed when it is dispatched (on the turn's thread):
-        ``boundary`` is its cut in ``call``'s messages, ``range_tokens`` what its range job
-        reads (the previous summary it builds on included)."""
-        choice = self._choose(call, boundary, room, range_tokens)
+        ``boundary`` is its cut in ``call``'s messages; its range route reads ``evicted``
+        tokens besides the summary prompt, or (``None``) ``job``'s request as built."""
+        if evicted is None:
+            request = build_summary_request(job, model=job.model, max_tokens=room)
+            reads = self.estimator.estimate_request(request)
+        else:
+            reads = self._prompt + evicted
+        choice = self._choose(call, boundary, room, reads)
         return RoutedSummary(self, choice, by_range, opening=PRESUMMARY_OPENING)
 
     def presummarized(self, result: SummaryResult) -> SummaryResult:
@@ -196,9 +210,10 @@ class SummaryRouter:
         route = SummaryRoute(name="range", reason=PRESUMMARY_REASON, cost_usd=cost)
         return result.model_copy(update={"route": route})
 
-    def _choose(self, call: ModelCall, boundary: int, room: int, evicted: int) -> _Choice:
+    def _choose(self, call: ModelCall, boundary: int, room: int, reads: int) -> _Choice:
+        """``reads``: the range route's input tokens."""
         output = min(room, DEFAULT_SUMMARY_MAX_TOKENS)
-        by_range = expected_range_cost(self._prompt + evicted, output, self.prices.summarizer)
+        by_range = expected_range_cost(reads, output, self.prices.summarizer)
         if self.setting == "range":
             return _Choice("range", "HANGO_SUMMARY_ROUTE=range", None, by_range)
         closed, sent, kept = self._open(call, boundary)

@@ -18,10 +18,13 @@ from typing import Any
 import pytest
 
 from hango.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
+from hango.compaction.route import expected_range_cost
+from hango.compaction.summary_prompt import build_summary_request
 from hango.middleware import presummary
 from hango.middleware.observer import NullObserver
 from hango.middleware.summarization import SummarizationMiddleware
 from hango.providers.scripted import text_reply
+from hango.summarizers.llm import DEFAULT_SUMMARY_MAX_TOKENS
 from hango.summarizers.offload import InlineOffloader
 from tests.agent_support import build
 
@@ -252,3 +255,22 @@ def test_the_watermark_is_off_at_or_above_the_trigger(tmp_path: Path) -> None:
     record = result.compactions[0]
     assert [job.turn for job in ports.jobs] == [record.at_turn]  # asked at the trigger only
     assert waits.waits == [False]
+
+
+def test_an_extension_s_range_is_priced_as_its_request_is_built(tmp_path: Path) -> None:
+    # Priced from the request's running estimates and the extended one's head estimate,
+    # an extension's range was off by the head around that text, more than the two routes
+    # differed on the corpus (docs/benchmarks.md, "Shorter briefings").
+    agent, provider, ports, _ = agent_with_ports(tmp_path)
+    found = next(m for m in agent.loop.chain if isinstance(m, SummarizationMiddleware))
+
+    record = until_compacted(agent, provider).compactions[0]
+
+    last = ports.jobs[-1]
+    assert last.previous_summary is not None, "the installed pre-summary must be an extension"
+    router = found.router
+    built = build_summary_request(last, model=last.model, max_tokens=last.budget or 1)
+    output = min(last.budget or 0, DEFAULT_SUMMARY_MAX_TOKENS)
+    reads = router.estimator.estimate_request(built)
+    expected = expected_range_cost(reads, output, router.prices.summarizer)
+    assert record.route is not None and record.route.expected_range_usd == expected
