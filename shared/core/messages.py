@@ -318,13 +318,17 @@ class Usage(WireModel):
     cache_creation_input_tokens: int | None = None
     cache_read_input_tokens: int | None = None
 
+    def split(self) -> tuple[int, int, int]:
+        """The prompt as cache reads, cache writes and uncached input (an unset field is 0)."""
+        return (
+            self.cache_read_input_tokens or 0,
+            self.cache_creation_input_tokens or 0,
+            self.input_tokens,
+        )
+
     def total_input_tokens(self) -> int:
         """Everything the model read: uncached input plus cache reads and writes."""
-        return (
-            self.input_tokens
-            + (self.cache_creation_input_tokens or 0)
-            + (self.cache_read_input_tokens or 0)
-        )
+        return sum(self.split())
 
     def plus(self, other: Usage) -> Usage:
         """Two calls' usage as one figure (a cache field stays unset when both are)."""
