@@ -344,7 +344,7 @@ class OutgoingCopy:
         if truncate is not self._truncate:
             self._truncate = truncate
             self._forget_forms(0)
-            self._refresh_below(self._cut)
+            self._refresh_range(0, min(self._cut, len(self._sent)))
 
     def _form_at(self, index: int) -> Message:
         if index >= self._cut:
@@ -372,9 +372,6 @@ class OutgoingCopy:
             self._put(index, self._form_at(index))
         if last > first:  # else the views handed out still hold: nobody redoes anything
             self.version += 1
-
-    def _refresh_below(self, cut: int) -> None:
-        self._refresh_range(0, min(cut, len(self._sent)))
 
     def _reach(self, end: int) -> None:
         """Work out the truncated forms of the positions below ``end``."""
