@@ -11,6 +11,7 @@ mid-conversation system messages) is opaque content to the pipeline.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from typing import Annotated, Any, ClassVar, Literal
@@ -346,6 +347,12 @@ class Usage(WireModel):
                 self.cache_read_input_tokens, other.cache_read_input_tokens
             ),
         )
+
+
+def summed_usage(*usages: Usage | None) -> Usage | None:
+    """The usages given as one figure (``None`` when none is given)."""
+    given = [usage for usage in usages if usage is not None]
+    return functools.reduce(Usage.plus, given) if given else None
 
 
 class Response(WireModel):

@@ -33,7 +33,7 @@ from hango.compaction.jobs import JobRef, SummaryJob, SummaryResult, range_finge
 from hango.compaction.pace import outgrows
 from hango.compaction.record import PendingSummary
 from hango.compaction.summary_fit import briefing_budget
-from hango.core.messages import StoredMessage, Usage
+from hango.core.messages import StoredMessage, summed_usage
 from hango.core.profiles import ModelProfile
 from hango.history.paths import conversation_history_path
 from hango.middleware.base import ModelCall
@@ -327,9 +327,7 @@ class Presummaries:
 
 def _carrying(result: SummaryResult, carried: SummaryResult) -> SummaryResult:
     """``result`` with ``carried``'s usage added, and its route's cost."""
-    usage: Usage | None = carried.usage
-    if result.usage is not None:
-        usage = result.usage if usage is None else usage.plus(result.usage)
+    usage = summed_usage(carried.usage, result.usage)
     route = result.route
     earlier = carried.route.cost_usd if carried.route is not None else None
     if route is not None and earlier is not None:
