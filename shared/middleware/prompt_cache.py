@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard, TypeVar
 
@@ -287,25 +287,22 @@ def _marked(request: Request, chosen: Sequence[_Target], policy: CachePolicy) ->
 def _marked_system(
     system: tuple[TextBlock, ...], marks: frozenset[int], memo: HeldMemo[tuple[TextBlock, ...]]
 ) -> tuple[TextBlock, ...]:
-    def mark() -> tuple[TextBlock, ...]:
-        return tuple(_with_marker(b) if n in marks else b for n, b in enumerate(system))
-
-    return memo.get((system,), (marks,), mark)
+    return memo.get((system,), (marks,), lambda: _with_markers(system, marks))
 
 
 def _mark_blocks(message: Message, positions: set[int]) -> Message:
-    blocks = message.blocks()
-    marked = tuple(
-        _with_marker(block) if n in positions else block for n, block in enumerate(blocks)
-    )
-    return message.model_copy(update={"content": marked})
+    return message.model_copy(update={"content": _with_markers(message.blocks(), positions)})
 
 
 BlockT = TypeVar("BlockT", bound=WireModel)
 
 
-def _with_marker(block: BlockT) -> BlockT:
-    return block.model_copy(update={"cache_control": EPHEMERAL})
+def _with_markers(blocks: Sequence[BlockT], at: Collection[int]) -> tuple[BlockT, ...]:
+    """``blocks`` with a breakpoint on those at the positions ``at``."""
+    marked = {"cache_control": EPHEMERAL}
+    return tuple(
+        block.model_copy(update=marked) if n in at else block for n, block in enumerate(blocks)
+    )
 
 
 def _cacheable(block: ContentBlock) -> bool:
