@@ -137,24 +137,6 @@ def test_tool_input_keeps_its_keys_and_small_values_and_notes_the_size() -> None
     )
 
 
-def test_note_names_the_offloaded_path_when_known() -> None:
-    messages = (
-        user("go"),
-        calls(call("toolu_w", "write_file", path="/a", content=payload(5_000))),
-        results(result("toolu_w", payload(9_000, "log"))),
-        calls(call("toolu_r")),
-        results(result("toolu_r")),
-    )
-    where = "/conversation_history/s1.md"
-    truncated = truncate_tool_args(
-        messages, protect_from=3, max_tokens=100, estimator=ESTIMATOR, offloaded={"toolu_w": where}
-    )
-    [use] = truncated.messages[1].tool_uses()
-    [answer] = truncated.messages[2].tool_results()
-    assert use.input["content"].endswith(f"full content in the stored transcript or at {where}]")
-    assert f"full content in the stored transcript or at {where}]" in answer.text()
-
-
 def test_tool_result_keeps_head_and_tail_and_error_flag() -> None:
     log = "HEAD-OF-LOG " + payload(20_000, "log") + " FINAL: 3 failed"
     messages = (
