@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from hango.compaction.boundary import keep_boundary
 from hango.compaction.groups import group_starts
 from hango.compaction.jobs import HistoryOffloader, Summarizer
 from hango.compaction.record import CompactionReason
-from hango.compaction.validate import Violation, validate_messages
+from hango.compaction.validate import validate_messages
 from hango.core.messages import Message, Response
 from hango.core.profiles import FALLBACK_PRICE, ModelProfile, known_price
 from hango.middleware.base import Handler, ModelCall, PassThrough
@@ -61,7 +61,6 @@ class SummarizationMiddleware(Compacting, PassThrough):
         summarizer: Summarizer,
         offloader: HistoryOffloader,
         observer: LoopObserver | None = None,
-        validator: Callable[[Sequence[Message]], list[Violation]] = validate_messages,
         count_band: float = 0.10,
         presummarize_frac: float | None = None,
         presummarize_pace: bool = True,
@@ -84,7 +83,7 @@ class SummarizationMiddleware(Compacting, PassThrough):
         self.summarizer = self.pacer.timing(summarizer)
         self.offloader = offloader
         self.observer = observer or NullObserver()
-        self.validator = validator
+        self.validator = validate_messages
         self.figure = TokenFigure(
             profile=profile,
             estimator=estimator,
