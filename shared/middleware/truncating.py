@@ -7,7 +7,6 @@ attributes below are what these steps use of the middleware.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 
@@ -205,21 +204,20 @@ class Truncating:
         target = min(int(window * self.profile.target_frac), self.profile.trigger_tokens)
         for limit in (target, self.profile.trigger_tokens, window):
             for minimum in dict.fromkeys((at_least, 0)):
-                with contextlib.suppress(CannotFitError):
+                try:
                     return drop_oldest_groups(
                         body, head=head, measure=measure, limit=limit, min_keep_from=minimum
                     )
-        try:
-            return drop_oldest_groups(body, head=head, measure=measure, limit=window)
-        except CannotFitError as exc:
-            raise CannotFitError(
-                f"session {call.session_id} turn {call.turn}: even the newest tool group "
-                f"alone needs about {exc.tokens} tokens, over the model's window of {window}; "
-                "give the model a larger window (HANGO_MODEL_PROFILES) or shorten large tool "
-                "results when they are produced (HANGO_TOOL_RESULT_OFFLOAD_TOKENS)",
-                tokens=exc.tokens,
-                limit=window,
-            ) from None
+                except CannotFitError as exc:
+                    tokens = exc.tokens  # the last try's: the window, from any group
+        raise CannotFitError(
+            f"session {call.session_id} turn {call.turn}: even the newest tool group "
+            f"alone needs about {tokens} tokens, over the model's window of {window}; "
+            "give the model a larger window (HANGO_MODEL_PROFILES) or shorten large tool "
+            "results when they are produced (HANGO_TOOL_RESULT_OFFLOAD_TOKENS)",
+            tokens=tokens,
+            limit=window,
+        )
 
     def _commit(
         self, call: ModelCall, record: CompactionRecord, after: int | None = None
@@ -246,24 +244,17 @@ class Truncating:
         return call
 
     def _offload(self, call: ModelCall, evicted: tuple[StoredMessage, ...]) -> str | None:
-        return self._offload_job(
-            OffloadJob(
-                session_id=call.session_id,
-                turn=call.turn,
-                from_seq=evicted[0].seq,
-                to_seq=evicted[-1].seq,
-                evicted=evicted,
-            )
+        first, last = evicted[0].seq, evicted[-1].seq
+        job = OffloadJob(
+            session_id=call.session_id, turn=call.turn, from_seq=first, to_seq=last, evicted=evicted
         )
-
-    def _offload_job(self, job: OffloadJob) -> str | None:
         try:
             return self.offloader.offload(job)
         except Exception:
             # Invariant: nothing leaves the request that was not offloaded.
             log.exception(
                 "session %s turn %d: history offload failed; keeping the messages",
-                job.session_id,
-                job.turn,
+                call.session_id,
+                call.turn,
             )
             return None
