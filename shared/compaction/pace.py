@@ -38,7 +38,6 @@ RECENT = 20
 # the last one is outgrown by the next (then the pre-summary no longer fits at the
 # trigger and the turn waits for a summary after all).
 GROWTH_RECENT = 60
-GROWTH_QUANTILE = 1.0
 INTERVAL_QUANTILE = 0.25
 LATENCY_QUANTILE = 0.9
 # Before a summarizer's first summary: about an LLM summary of tens of thousands of tokens.
@@ -86,8 +85,8 @@ class SessionPace:
         self.last_sent = tokens
 
     def growth_per_call(self) -> int | None:
-        found = quantile(self.growth, GROWTH_QUANTILE)
-        return None if found is None else round(found)
+        """The largest of the recent rounds (see the module's docstring)."""
+        return max(self.growth, default=None)
 
     def growth_over(self, calls: int) -> int | None:
         """The largest growth seen over ``calls`` consecutive rounds: two of the largest
