@@ -189,8 +189,6 @@ class OutgoingCopy:
         return self._cut
 
     def changed_since(self, old: int, new: int) -> int | None:
-        """The lowest position that changed from version ``old`` to ``new``: below it the
-        two versions hold the very same messages (``None``: not known, compare them)."""
         with self._lock:
             known = self._lowest_changed
             if old == new:
