@@ -6,15 +6,9 @@ pool, without waiting (at most one per session in flight). A ready one that will
 at the trigger is extended: the next job summarizes only the messages past it, on top of
 its text, and the ready one stays the fallback until the extension is ready. Nothing is
 offloaded here: the range goes to the history file when a compaction installs it, so a
-replaced pre-summary writes nothing and each evicted message is written once.
-
-Each is routed when it is dispatched, as a summary at the trigger is
-(``summary_route.py``): on the warm prefix of the request the session sent last, or by
-the summarizer over its range, whichever is expected to cost less.
-
-Whether a ready pre-summary still holds is checked on every call in the band, in O(1):
-by the identity of its range's stored objects, the fingerprint made at dispatch compared
-only when those objects are others (the session was read back from the store).
+replaced pre-summary writes nothing and each evicted message is written once. Each is
+routed when it is dispatched (``summary_route.py``); whether a ready one still holds is
+checked in O(1) on every call in the band (:meth:`Presummaries.still_valid`).
 """
 
 from __future__ import annotations
