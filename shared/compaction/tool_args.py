@@ -46,10 +46,6 @@ class TruncationResult:
     messages: Sequence[Message]
     truncated: int
 
-    @property
-    def changed(self) -> bool:
-        return self.truncated > 0
-
 
 @dataclass(frozen=True)
 class _Cutter:

@@ -78,7 +78,7 @@ def test_input_is_untouched_and_output_is_stable_and_idempotent() -> None:
     again = truncate_tool_args(first.messages, protect_from=8, max_tokens=300, estimator=ESTIMATOR)
 
     assert dumps(messages) == snapshot
-    assert first.changed
+    assert first.truncated
     assert dumps(first.messages) == dumps(second.messages)
     assert again.messages is first.messages
     assert again.truncated == 0
@@ -104,7 +104,7 @@ def test_nothing_to_do_returns_the_very_same_tuple() -> None:
     )
     assert result_.messages is messages
     assert result_.truncated == 0
-    assert not result_.changed
+    assert not result_.truncated
 
 
 def test_messages_in_the_keep_window_are_never_touched() -> None:
