@@ -160,14 +160,10 @@ class Truncation:
     sent, the blocks cut and the estimated tokens that saves.
     """
 
-    def __init__(
-        self, *, max_tokens: int, estimator: Estimator, preview_chars: int = DEFAULT_PREVIEW_CHARS
-    ) -> None:
-        self.max_tokens = max_tokens
+    def __init__(self, *, max_tokens: int, estimator: Estimator) -> None:
         self.estimator = estimator
-        self.preview_chars = preview_chars
         self._budget = _Budget(max_tokens, estimator)
-        self._cutter = _Cutter(estimator, preview_chars)
+        self._cutter = _Cutter(estimator, DEFAULT_PREVIEW_CHARS)
 
     def __call__(self, message: Message) -> tuple[Message, int, int]:
         form, blocks = _truncate_message(message, self._budget, self._cutter)
