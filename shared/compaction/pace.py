@@ -15,12 +15,8 @@ verbatim. Three figures decide it, all learned as the session goes:
 - **the summarizer's latency**: measured per summarizer (a high quantile of its recent
   summaries), :data:`PRIOR_SUMMARY_SECONDS` before the first one.
 
-From these :func:`start_now` answers the one question: if the summary were started at
-the next call instead of now, could the trigger be reached before it is ready? A ready
-pre-summary is extended on the same principle (:func:`outgrows`): only when it would not
-fit at a trigger that comes before an extension started at the next call could be ready
-(:func:`horizon`); further ahead, a later call extends it over more messages for the
-same one summarizer call. Pure: the caller supplies the clock's readings and keeps one
+From these :func:`start_now` says when a pre-summary starts, and :func:`outgrows` when a
+ready one is extended. Pure: the caller supplies the clock's readings and keeps one
 :class:`SessionPace` per session.
 """
 

@@ -8,14 +8,10 @@ it evicts the oldest atomic tool groups: first offloads them to the history file
 private state. A request that fails validation is never sent: the compaction is abandoned
 and mechanical truncation is used instead.
 
-Ahead of the trigger, the summary of the range a compaction at the trigger is projected to
-evict is dispatched on a background thread without waiting (one per session): never below
-the floor (``presummarize_frac`` of the window), past it when the session's pace says a
-summary started a call later could be late for the trigger (``pacing.py``). At the
-trigger, a pre-summary whose range is still a prefix of what must be evicted, over the very
-same messages and the same previous summary, is installed at once (its range offloaded
-then): the messages appended since stay verbatim when the result fits; otherwise the
-normal path runs.
+Ahead of the trigger, from ``presummarize_frac`` of the window on and when the pace says
+so (``pacing.py``), the summary a compaction at the trigger will need is dispatched
+without waiting (``presummary.py``); at the trigger, one that still matches and fits is
+installed at once, the messages appended since kept verbatim; otherwise the normal path runs.
 
 The stored messages are never touched; only the copy on its way to the provider changes.
 
