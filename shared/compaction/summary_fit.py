@@ -4,10 +4,7 @@ A summary larger than its room used to be installed as it was; the request then 
 fit and the error blamed the newest tool group. Now the rungs are: the summary as it
 came; a shorter one, asked for with that room as its ``max_tokens``; the extractive
 briefing; that briefing cut to the room with a note. The reason is recorded in
-``fallback_reason``. The caller measures the rooms against what no truncation can remove
-(the system prompt, the tools, the head's frame and the newest tool group): a summary
-may take half of what the target leaves beside them, and never more than the window
-leaves.
+``fallback_reason``. The caller measures the rooms (``Compacting._summary_rooms``).
 """
 
 from __future__ import annotations
