@@ -145,14 +145,13 @@ def place_breakpoints(
     """A copy of ``request`` with the breakpoints set, as far as the limit allows."""
     policy = policy or CachePolicy()
     budget = MAX_BREAKPOINTS - count_breakpoints(request) - _automatic(request)
-    sizes = _PrefixSizes(request, policy)
     chosen: list[_Target] = []
     for target in _targets(request, stable_system_index, summary_message, changed_from):
         if len(chosen) >= budget:
             break
         if target in chosen or _already_marked(request, target):
             continue
-        if not sizes.reaches(target, policy.min_tokens):
+        if not _reaches(request, target, policy):
             continue
         chosen.append(target)
     return _marked(request, chosen, policy) if chosen else request
@@ -233,33 +232,27 @@ def _blocks_between(
     return len(messages[start[0]].blocks()) - start[1] + between + end[1]
 
 
-class _PrefixSizes:
-    """Whether the prefix through a target reaches the minimum cacheable length."""
+def _reaches(request: Request, target: _Target, policy: CachePolicy) -> bool:
+    """Whether the prefix through ``target`` is estimated at the minimum cacheable length
+    or more (always, without an estimator).
 
-    def __init__(self, request: Request, policy: CachePolicy) -> None:
-        self.request = request
-        self.estimator = policy.estimator
-        self.fixed_estimate = policy.fixed  # set whenever there is an estimator
-
-    def reaches(self, target: _Target, minimum: int) -> bool:
-        """Estimated tokens through ``target`` >= ``minimum`` (always, without an estimator).
-
-        Adds messages from the start only until the minimum is reached: a few thousand
-        tokens, a handful of messages however long the history.
-        """
-        if self.estimator is None or self.fixed_estimate is None or minimum <= 0:
+    Adds messages from the start only until the minimum is reached: a few thousand
+    tokens, a handful of messages however long the history.
+    """
+    minimum, fixed = policy.min_tokens, policy.fixed  # fixed: set with an estimator
+    if policy.estimator is None or fixed is None or minimum <= 0:
+        return True
+    total = fixed(request)
+    where = target[0]
+    if where == "system" or not isinstance(where, int) or total >= minimum:
+        return total >= minimum
+    estimate = policy.estimator.estimate_message
+    messages = request.messages
+    for index in range(min(where + 1, len(messages))):  # no slice: no copy of the history
+        total += estimate(messages[index])
+        if total >= minimum:
             return True
-        total = self.fixed_estimate(self.request)
-        where = target[0]
-        if where == "system" or not isinstance(where, int) or total >= minimum:
-            return total >= minimum
-        estimate = self.estimator.estimate_message
-        messages = self.request.messages
-        for index in range(min(where + 1, len(messages))):  # no slice: no copy of the history
-            total += estimate(messages[index])
-            if total >= minimum:
-                return True
-        return False
+    return False
 
 
 def _marked(request: Request, chosen: Sequence[_Target], policy: CachePolicy) -> Request:
