@@ -123,15 +123,14 @@ def build_summary_message(
     *,
     offload_path: str,
     artifacts: Sequence[str],
-    evicted_count: int,
-    from_seq: int,
-    to_seq: int,
+    saved_to: int,
 ) -> Message:
-    """The single user message that opens a compacted history."""
+    """The single user message that opens a compacted history, whose messages 1 to
+    ``saved_to`` the history file holds."""
     text = (
         "This session is being continued from an earlier conversation that ran out of "
         "context. The earlier messages are summarized below. The full transcript of the "
-        f"{evicted_count} earlier messages (sequence {from_seq} to {to_seq}) is saved at "
+        f"{saved_to} earlier messages (sequence 1 to {saved_to}) is saved at "
         f"{offload_path}; use {HISTORY_TOOL_NAME} (search, read) or read_file to recover "
         "details (exact file contents, command output, error text) the summary leaves out.\n\n"
         f"<summary>\n{summary.strip()}\n</summary>"
