@@ -184,10 +184,6 @@ class OutgoingCopy:
         """The stored messages behind the copy (from the start it was given)."""
         return Prefix(self._seen)
 
-    @property
-    def cut(self) -> int:
-        return self._cut
-
     def changed_since(self, old: int, new: int) -> int | None:
         with self._lock:
             known = self._lowest_changed
