@@ -184,11 +184,8 @@ def _truncate_message(message: Message, budget: _Budget, cutter: _Cutter) -> tup
             replacement = _truncate_tool_use(block, budget, cutter)
         elif isinstance(block, ToolResultBlock):
             replacement = _truncate_tool_result(block, budget, cutter)
-        if replacement is None:
-            blocks.append(block)
-        else:
-            blocks.append(replacement)
-            count += 1
+        blocks.append(block if replacement is None else replacement)
+        count += replacement is not None
     if count == 0:
         return message, 0
     return message.model_copy(update={"content": tuple(blocks)}), count

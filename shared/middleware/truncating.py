@@ -174,7 +174,7 @@ class Truncating:
     def _truncation_scale(self, call: ModelCall, tokens: int) -> float:
         """Estimates times this scale are in the units of the window.
 
-        After an overflow the provider's own figure calibrates (see _undercount_scale).
+        After an overflow the provider's own figure calibrates (see ``undercount_scale``).
         Otherwise ``tokens`` is what decided to truncate (the provider's count when it has
         one): the estimate of that same request against it, so a cut is judged in the
         units that found the request too long, not in a second, disagreeing measure.
