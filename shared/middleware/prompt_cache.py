@@ -151,9 +151,8 @@ def place_breakpoints(
             break
         if target in chosen or _already_marked(request, target):
             continue
-        if not _reaches(request, target, policy):
-            continue
-        chosen.append(target)
+        if _reaches(request, target, policy):
+            chosen.append(target)
     return _marked(request, chosen, policy) if chosen else request
 
 
@@ -170,25 +169,17 @@ def _targets(
 ) -> list[_Target]:
     """Every breakpoint worth placing, most valuable first."""
     messages = request.messages
-    targets: list[_Target] = []
     newest = _last_markable(messages, len(messages) - 1)
-    if newest is not None:
-        targets.append(newest)
-        bridge = _bridge(messages, newest)
-        if bridge is not None:
-            targets.append(bridge)
-    system = request.system_blocks()
-    if _valid_index(stable_system_index, system) and _cacheable(system[stable_system_index]):
-        targets.append(("system", stable_system_index))
+    bridge = None if newest is None else _bridge(messages, newest)
+    blocks = request.system_blocks()
+    system: _Target | None = None
+    if _valid_index(stable_system_index, blocks) and _cacheable(blocks[stable_system_index]):
+        system = ("system", stable_system_index)
+    anchor = None
     if changed_from is not None:
         anchor = _last_markable(messages, min(changed_from, len(messages)) - 1)
-        if anchor is not None:
-            targets.append(anchor)
-    if summary_message and messages:
-        head = _last_markable(messages, 0)
-        if head is not None:
-            targets.append(head)
-    return targets
+    head = _last_markable(messages, 0) if summary_message and messages else None
+    return [t for t in (newest, bridge, system, anchor, head) if t is not None]
 
 
 def _valid_index(index: int | None, system: Sequence[TextBlock]) -> TypeGuard[int]:
