@@ -16,6 +16,7 @@ chain, so the product error is raised outside the ``except`` block, with no chai
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -140,11 +141,9 @@ def scrub_secret(text: str, secret: str) -> str:
 def _replace_covered(text: str, covered: bytearray) -> str:
     parts: list[str] = []
     index = 0
-    while index < len(text):
-        end = index
-        while end < len(text) and covered[end] == covered[index]:
-            end += 1
-        parts.append(REDACTED if covered[index] else text[index:end])
+    for is_covered, run in itertools.groupby(covered):
+        end = index + sum(1 for _ in run)
+        parts.append(REDACTED if is_covered else text[index:end])
         index = end
     return "".join(parts)
 
