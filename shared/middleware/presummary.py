@@ -223,8 +223,7 @@ class Presummaries:
         Then it is extended over the longer prefix: installing it at the trigger would
         fail its fit check and the turn would wait for a summary after all. A trigger
         further ahead is left to a later call, whose extension covers more for the same
-        one summarizer call. One in flight is never replaced (at most one summarizer call
-        per session at a time).
+        one summarizer call. One in flight is never replaced (see :meth:`dispatch`).
         """
         if not self.pacer.is_ready(current.started, current.work):
             return False

@@ -50,7 +50,6 @@ class Truncating:
         previous = call.run_state.latest
         first_real = 1 if call.summary_message_present else 0
         body = call.request.messages[first_real:]
-        overflowed = call.force in ("overflow", "truncate")
         scale = self._truncation_scale(call, tokens)
         saved_before = previous.saved_to_seq if previous else None
         quote_request = True
@@ -85,7 +84,7 @@ class Truncating:
 
         # A request the provider refused must lose at least one group: the same request
         # again would only be refused again.
-        at_least = 1 if overflowed else 0
+        at_least = 1 if call.force in ("overflow", "truncate") else 0
         try:
             cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
         except CannotFitError:
