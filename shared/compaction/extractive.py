@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from hango.compaction.jobs import SummaryJob, SummaryResult
 from hango.compaction.summary_prompt import artifact_index
@@ -72,7 +72,9 @@ def _sections(job: SummaryJob, *, earlier: str) -> str:
         _section("Earlier summary", [earlier]),
         _section("User requests", _user_requests(evicted)),
         _section("Assistant statements", _statements(evicted)),
-        _section("Files and artifacts", _bullets(artifact_index(evicted)[:MAX_ARTIFACTS])),
+        _section(
+            "Files and artifacts", [f"- {a}" for a in artifact_index(evicted)[:MAX_ARTIFACTS]]
+        ),
         _section("Tool calls", _tool_counts(evicted)),
         _section("Errors", _results(evicted, errors_only=True)[-MAX_ERRORS:]),
         _section("Latest tool results", _results(evicted, errors_only=False)[-MAX_RESULTS:]),
@@ -83,10 +85,6 @@ def _sections(job: SummaryJob, *, earlier: str) -> str:
 def _section(title: str, lines: Sequence[str]) -> str:
     body = [line for line in lines if line]
     return f"## {title}\n" + "\n".join(body) if body else ""
-
-
-def _bullets(items: Iterable[str]) -> list[str]:
-    return [f"- {item}" for item in items]
 
 
 def bounded(text: str, limit: int) -> str:
@@ -103,8 +101,10 @@ def one_line(text: str, limit: int) -> str:
 
 
 def _user_requests(evicted: Sequence[StoredMessage]) -> list[str]:
+    # Continuation lines are indented: a multi-line quote stays inside its bullet.
     requests = [
-        f"- [seq {stored.seq}] " + _indented(bounded(stored.message.text(), USER_REQUEST_CHARS))
+        f"- [seq {stored.seq}] "
+        + bounded(stored.message.text(), USER_REQUEST_CHARS).replace("\n", "\n  ")
         for stored in evicted
         if stored.message.role == "user" and stored.message.text().strip()
     ]
@@ -113,11 +113,6 @@ def _user_requests(evicted: Sequence[StoredMessage]) -> list[str]:
     head, tail = 5, MAX_USER_REQUESTS - 5
     skipped = len(requests) - head - tail
     return [*requests[:head], f"- ... {skipped} more requests ...", *requests[-tail:]]
-
-
-def _indented(text: str) -> str:
-    """Continuation lines indented so a multi-line quote stays inside its bullet."""
-    return text.replace("\n", "\n  ")
 
 
 def _statements(evicted: Sequence[StoredMessage]) -> list[str]:
@@ -142,13 +137,12 @@ def _tool_counts(evicted: Sequence[StoredMessage]) -> list[str]:
 
 def _results(evicted: Sequence[StoredMessage], *, errors_only: bool) -> list[str]:
     names = {use.id: use.name for stored in evicted for use in stored.message.tool_uses()}
-    lines = []
-    for stored in evicted:
-        for result in stored.message.tool_results():
-            if errors_only and not result.is_error:
-                continue
-            lines.append(_result_line(stored.seq, result, names))
-    return lines
+    return [
+        _result_line(stored.seq, result, names)
+        for stored in evicted
+        for result in stored.message.tool_results()
+        if result.is_error or not errors_only
+    ]
 
 
 def _result_line(seq: int, result: ToolResultBlock, names: dict[str, str]) -> str:

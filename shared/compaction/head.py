@@ -40,9 +40,7 @@ def _head_without_request(record: CompactionRecord | None) -> Message:
             record.summary,
             offload_path=record.offload_path,
             artifacts=list(record.artifacts),
-            evicted_count=saved_to,
-            from_seq=1,
-            to_seq=saved_to,
+            saved_to=saved_to,
         )
         if saved_to >= record.kept_from_seq - 1:
             return message

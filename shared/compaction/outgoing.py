@@ -26,7 +26,7 @@ import bisect
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from hango.compaction.repair import UsedIds, joined, repair_message
 from hango.compaction.validate import (
@@ -184,13 +184,7 @@ class OutgoingCopy:
         """The stored messages behind the copy (from the start it was given)."""
         return Prefix(self._seen)
 
-    @property
-    def cut(self) -> int:
-        return self._cut
-
     def changed_since(self, old: int, new: int) -> int | None:
-        """The lowest position that changed from version ``old`` to ``new``: below it the
-        two versions hold the very same messages (``None``: not known, compare them)."""
         with self._lock:
             known = self._lowest_changed
             if old == new:
@@ -344,7 +338,7 @@ class OutgoingCopy:
         if truncate is not self._truncate:
             self._truncate = truncate
             self._forget_forms(0)
-            self._refresh_below(self._cut)
+            self._refresh(range(min(self._cut, len(self._sent))))
 
     def _form_at(self, index: int) -> Message:
         if index >= self._cut:
@@ -352,9 +346,9 @@ class OutgoingCopy:
         self._reach(index + 1)
         return self._forms[index]
 
-    def _refresh_range(self, low: int, high: int) -> None:
+    def _refresh(self, indexes: Iterable[int]) -> None:
         changed = False
-        for index in range(low, high):
+        for index in indexes:
             form = self._form_at(index)
             if form is not self._sent[index]:  # most messages have nothing to truncate
                 self._put(index, form)
@@ -367,14 +361,7 @@ class OutgoingCopy:
         only ones whose form a move of the cut over that range changes."""
         shortened = self._shortened
         first = bisect.bisect_left(shortened, low)
-        last = bisect.bisect_left(shortened, high, lo=first)
-        for index in shortened[first:last]:
-            self._put(index, self._form_at(index))
-        if last > first:  # else the views handed out still hold: nobody redoes anything
-            self.version += 1
-
-    def _refresh_below(self, cut: int) -> None:
-        self._refresh_range(0, min(cut, len(self._sent)))
+        self._refresh(shortened[first : bisect.bisect_left(shortened, high, lo=first)])
 
     def _reach(self, end: int) -> None:
         """Work out the truncated forms of the positions below ``end``."""

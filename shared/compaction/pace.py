@@ -15,12 +15,8 @@ verbatim. Three figures decide it, all learned as the session goes:
 - **the summarizer's latency**: measured per summarizer (a high quantile of its recent
   summaries), :data:`PRIOR_SUMMARY_SECONDS` before the first one.
 
-From these :func:`start_now` answers the one question: if the summary were started at
-the next call instead of now, could the trigger be reached before it is ready? A ready
-pre-summary is extended on the same principle (:func:`outgrows`): only when it would not
-fit at a trigger that comes before an extension started at the next call could be ready
-(:func:`horizon`); further ahead, a later call extends it over more messages for the
-same one summarizer call. Pure: the caller supplies the clock's readings and keeps one
+From these :func:`start_now` says when a pre-summary starts, and :func:`outgrows` when a
+ready one is extended. Pure: the caller supplies the clock's readings and keeps one
 :class:`SessionPace` per session.
 """
 
@@ -38,7 +34,6 @@ RECENT = 20
 # the last one is outgrown by the next (then the pre-summary no longer fits at the
 # trigger and the turn waits for a summary after all).
 GROWTH_RECENT = 60
-GROWTH_QUANTILE = 1.0
 INTERVAL_QUANTILE = 0.25
 LATENCY_QUANTILE = 0.9
 # Before a summarizer's first summary: about an LLM summary of tens of thousands of tokens.
@@ -86,8 +81,8 @@ class SessionPace:
         self.last_sent = tokens
 
     def growth_per_call(self) -> int | None:
-        found = quantile(self.growth, GROWTH_QUANTILE)
-        return None if found is None else round(found)
+        """The largest of the recent rounds (see the module's docstring)."""
+        return max(self.growth, default=None)
 
     def growth_over(self, calls: int) -> int | None:
         """The largest growth seen over ``calls`` consecutive rounds: two of the largest

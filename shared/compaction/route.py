@@ -47,11 +47,7 @@ def usage_cost(usage: Usage | None, price: Price) -> float:
     """USD for one call's (or several calls') usage: reads, writes, uncached, output."""
     if usage is None:
         return 0.0
-    read = usage.cache_read_input_tokens or 0
-    write = usage.cache_creation_input_tokens or 0
-    return price.input_cost(read, write, usage.input_tokens) + price.output_cost(
-        usage.output_tokens
-    )
+    return price.input_cost(*usage.split()) + price.output_cost(usage.output_tokens)
 
 
 def expected_prefix_cost(prefix: int, instruction: int, output: int, price: Price) -> float:

@@ -4,19 +4,16 @@ A summary larger than its room used to be installed as it was; the request then 
 fit and the error blamed the newest tool group. Now the rungs are: the summary as it
 came; a shorter one, asked for with that room as its ``max_tokens``; the extractive
 briefing; that briefing cut to the room with a note. The reason is recorded in
-``fallback_reason``. The caller measures the rooms against what no truncation can remove
-(the system prompt, the tools, the head's frame and the newest tool group): a summary
-may take half of what the target leaves beside them, and never more than the window
-leaves.
+``fallback_reason``. The caller measures the rooms (``Compacting._summary_rooms``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from hango.compaction.extractive import ExtractiveSummarizer, cut_to_tokens
 from hango.compaction.jobs import SummaryJob, SummaryResult
-from hango.core.messages import Usage
+from hango.core.messages import Usage, summed_usage
 from hango.tokens.base import Estimator
 
 # The room a summary always has, however large the kept part (it may then be truncated).
@@ -60,7 +57,7 @@ def fit_summary(
         candidates.append(("a shorter one", ask(job.model_copy(update={"max_tokens": room}))))
     candidates.append(("the extractive briefing", ExtractiveSummarizer().summarize(job)))
     # Whichever is installed, the record accounts for every summarizer call made for it.
-    spent = _total_usage(candidate for _, candidate in candidates)
+    spent = summed_usage(*(candidate.usage for _, candidate in candidates))
     for limit, where in ((room, "the target"), (hard_room, "the window")):
         for label, candidate in candidates:
             if estimator.estimate(candidate.text) <= limit:
@@ -70,14 +67,6 @@ def fit_summary(
     cut = briefing.model_copy(update={"text": cut_to_tokens(briefing.text, hard_room)})
     reason = f"{why}; installed the extractive briefing cut to {hard_room} tokens"
     return _because(cut, reason, spent)
-
-
-def _total_usage(results: Iterable[SummaryResult]) -> Usage | None:
-    total: Usage | None = None
-    for usage in (result.usage for result in results):
-        if usage is not None:
-            total = usage if total is None else total.plus(usage)
-    return total
 
 
 def _because(result: SummaryResult, reason: str, usage: Usage | None) -> SummaryResult:

@@ -16,6 +16,7 @@ carries a prompt-cache breakpoint, so the same inputs must give the same bytes.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
@@ -122,15 +123,14 @@ def build_summary_message(
     *,
     offload_path: str,
     artifacts: Sequence[str],
-    evicted_count: int,
-    from_seq: int,
-    to_seq: int,
+    saved_to: int,
 ) -> Message:
-    """The single user message that opens a compacted history."""
+    """The single user message that opens a compacted history, whose messages 1 to
+    ``saved_to`` the history file holds."""
     text = (
         "This session is being continued from an earlier conversation that ran out of "
         "context. The earlier messages are summarized below. The full transcript of the "
-        f"{evicted_count} earlier messages (sequence {from_seq} to {to_seq}) is saved at "
+        f"{saved_to} earlier messages (sequence 1 to {saved_to}) is saved at "
         f"{offload_path}; use {HISTORY_TOOL_NAME} (search, read) or read_file to recover "
         "details (exact file contents, command output, error text) the summary leaves out.\n\n"
         f"<summary>\n{summary.strip()}\n</summary>"
@@ -184,6 +184,9 @@ class _Payload(NamedTuple):
     text: str
 
 
+_Pieces = list[list[str | _Payload]]  # the pieces of each message
+
+
 def _pieces(stored: StoredMessage, names: dict[str, str]) -> list[str | _Payload]:
     """One message's rendering, its lines joined, the payloads left to clip."""
     pieces: list[str | _Payload] = [f"[seq {stored.seq}] {stored.message.role.upper()}:"]
@@ -205,13 +208,6 @@ def _pieces(stored: StoredMessage, names: dict[str, str]) -> list[str | _Payload
     return pieces
 
 
-def _render(pieces: list[list[str | _Payload]], cap: int | None) -> str:
-    return "\n\n".join(
-        "".join(p if isinstance(p, str) else clip(p.text, cap) for p in message)
-        for message in pieces
-    )
-
-
 class _Sizes(NamedTuple):
     """The rendering's length apart from the payloads, and each payload's length."""
 
@@ -223,7 +219,7 @@ class _Sizes(NamedTuple):
         return self.plain + sum(_clipped_length(n, cap) for n in self.payloads)
 
 
-def _sizes(pieces: list[list[str | _Payload]]) -> _Sizes:
+def _sizes(pieces: _Pieces) -> _Sizes:
     separators = 2 * max(len(pieces) - 1, 0)
     plain = sum(len(p) for message in pieces for p in message if isinstance(p, str))
     payloads = [len(p.text) for message in pieces for p in message if isinstance(p, _Payload)]
@@ -251,9 +247,7 @@ def clip(text: str, cap: int | None) -> str:
     return text[:half] + _CUT_NOTE.format(len(text) - 2 * half) + text[-half:]
 
 
-def _drop_middle(
-    pieces: list[list[str | _Payload]], cap: int | None, length: int, max_chars: int
-) -> str:
+def _drop_middle(pieces: _Pieces, cap: int | None, length: int, max_chars: int) -> str:
     """The rendering at ``cap`` (``length`` characters) without its middle: a quarter of
     the room from its start, the rest from its end.
 
@@ -265,16 +259,16 @@ def _drop_middle(
     head = room // 4
     tail = room - head
     omitted = length - head - tail
-    start = _rendered_end(pieces, cap, head)[:head]
-    end = _rendered_end(pieces[::-1], cap, tail, reverse=True)[-tail:] if tail else ""
+    start = _render(pieces, cap, head)[:head]
+    end = _render(pieces[::-1], cap, tail, reverse=True)[-tail:] if tail else ""
     return start + note.format(omitted) + end
 
 
-def _rendered_end(
-    pieces: list[list[str | _Payload]], cap: int | None, chars: int, *, reverse: bool = False
+def _render(
+    pieces: _Pieces, cap: int | None, chars: float = math.inf, *, reverse: bool = False
 ) -> str:
-    """The first messages of ``pieces`` rendered at ``cap`` (in reverse order: their
-    rendering is the end of the whole one), as many as reach ``chars`` characters."""
+    """The messages of ``pieces`` rendered at ``cap``, the first ones that reach ``chars``
+    characters (in reverse order: their rendering is the end of the whole one)."""
     rendered: list[str] = []
     reached = -2  # no separator before the first message
     for message in pieces:

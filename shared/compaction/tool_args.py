@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 from hango.core.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
@@ -32,8 +31,6 @@ from hango.tokens.framing import FramedEstimator, compact_json
 
 DEFAULT_PREVIEW_CHARS = 200
 """Characters kept from a truncated argument string, and from each end of a tool result."""
-
-_NO_PATHS: Mapping[str, str] = MappingProxyType({})
 
 TRUNCATION_MARKER = re.compile(r"…\[truncated: \d+ chars, ~\d+ tokens; full content [^\]\n]*\]")
 """Matches the note left in truncated text (used to recognise already truncated values)."""
@@ -49,25 +46,20 @@ class TruncationResult:
     messages: Sequence[Message]
     truncated: int
 
-    @property
-    def changed(self) -> bool:
-        return self.truncated > 0
-
 
 @dataclass(frozen=True)
 class _Cutter:
-    """The settings of one truncation pass, with the note for one block's id."""
+    """The settings of one truncation pass, and the note it leaves."""
 
     estimator: Estimator
     preview_chars: int
-    location: str | None
 
     def note(self, original: str) -> str:
-        where = "in the stored transcript"
-        if self.location:
-            where += f" or at {self.location}"
         tokens = self.estimator.estimate(original)
-        return f"…[truncated: {len(original)} chars, ~{tokens} tokens; full content {where}]"
+        return (
+            f"…[truncated: {len(original)} chars, ~{tokens} tokens; "
+            "full content in the stored transcript]"
+        )
 
     def head(self, text: str) -> str:
         """``text`` cut to a head preview plus the note, or unchanged if that is not shorter."""
@@ -128,7 +120,6 @@ def truncate_tool_args(
     protect_from: int,
     max_tokens: int,
     estimator: Estimator,
-    offloaded: Mapping[str, str] = _NO_PATHS,
     preview_chars: int = DEFAULT_PREVIEW_CHARS,
 ) -> TruncationResult:
     """Shorten large tool inputs and results in ``messages[:protect_from]``.
@@ -138,8 +129,7 @@ def truncate_tool_args(
     note; if the input is still over budget, each remaining large top-level value becomes
     a preview string of its JSON. A
     ``tool_result`` whose text is estimated over ``max_tokens`` keeps a head and a tail
-    of ``preview_chars`` around the note. ``offloaded`` maps a tool_use id to where its
-    full content can be read back; the note names that path when present.
+    of ``preview_chars`` around the note.
 
     ``max_tokens`` decides *which* blocks are shortened; the preview size does not adapt
     to it, so keep ``max_tokens`` well above ``preview_chars`` worth of tokens.
@@ -152,9 +142,9 @@ def truncate_tool_args(
         raise ValueError(f"preview_chars must be >= 0, got {preview_chars}")
     shortened = list(messages)
     count = 0
-    budget = _Budget(max_tokens, estimator)
+    budget, cutter = _Budget(max_tokens, estimator), _Cutter(estimator, preview_chars)
     for index in range(min(protect_from, len(messages))):
-        message, blocks_cut = _truncate_message(messages[index], budget, offloaded, preview_chars)
+        message, blocks_cut = _truncate_message(messages[index], budget, cutter)
         if blocks_cut:
             shortened[index] = message
             count += blocks_cut
@@ -170,25 +160,20 @@ class Truncation:
     sent, the blocks cut and the estimated tokens that saves.
     """
 
-    def __init__(
-        self, *, max_tokens: int, estimator: Estimator, preview_chars: int = DEFAULT_PREVIEW_CHARS
-    ) -> None:
-        self.max_tokens = max_tokens
+    def __init__(self, *, max_tokens: int, estimator: Estimator) -> None:
         self.estimator = estimator
-        self.preview_chars = preview_chars
         self._budget = _Budget(max_tokens, estimator)
+        self._cutter = _Cutter(estimator, DEFAULT_PREVIEW_CHARS)
 
     def __call__(self, message: Message) -> tuple[Message, int, int]:
-        form, blocks = _truncate_message(message, self._budget, _NO_PATHS, self.preview_chars)
+        form, blocks = _truncate_message(message, self._budget, self._cutter)
         if not blocks:
             return message, 0, 0
         estimate = self.estimator.estimate_message
         return form, blocks, estimate(message) - estimate(form)
 
 
-def _truncate_message(
-    message: Message, budget: _Budget, offloaded: Mapping[str, str], preview_chars: int
-) -> tuple[Message, int]:
+def _truncate_message(message: Message, budget: _Budget, cutter: _Cutter) -> tuple[Message, int]:
     if isinstance(message.content, str) or budget.covers(message):
         return message, 0
     blocks: list[ContentBlock] = []
@@ -196,16 +181,11 @@ def _truncate_message(
     for block in message.content:
         replacement: ContentBlock | None = None
         if isinstance(block, ToolUseBlock):
-            cutter = _Cutter(budget.estimator, preview_chars, offloaded.get(block.id))
             replacement = _truncate_tool_use(block, budget, cutter)
         elif isinstance(block, ToolResultBlock):
-            cutter = _Cutter(budget.estimator, preview_chars, offloaded.get(block.tool_use_id))
             replacement = _truncate_tool_result(block, budget, cutter)
-        if replacement is None:
-            blocks.append(block)
-        else:
-            blocks.append(replacement)
-            count += 1
+        blocks.append(block if replacement is None else replacement)
+        count += replacement is not None
     if count == 0:
         return message, 0
     return message.model_copy(update={"content": tuple(blocks)}), count

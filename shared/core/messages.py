@@ -11,6 +11,7 @@ mid-conversation system messages) is opaque content to the pipeline.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from typing import Annotated, Any, ClassVar, Literal
@@ -318,13 +319,17 @@ class Usage(WireModel):
     cache_creation_input_tokens: int | None = None
     cache_read_input_tokens: int | None = None
 
+    def split(self) -> tuple[int, int, int]:
+        """The prompt as cache reads, cache writes and uncached input (an unset field is 0)."""
+        return (
+            self.cache_read_input_tokens or 0,
+            self.cache_creation_input_tokens or 0,
+            self.input_tokens,
+        )
+
     def total_input_tokens(self) -> int:
         """Everything the model read: uncached input plus cache reads and writes."""
-        return (
-            self.input_tokens
-            + (self.cache_creation_input_tokens or 0)
-            + (self.cache_read_input_tokens or 0)
-        )
+        return sum(self.split())
 
     def plus(self, other: Usage) -> Usage:
         """Two calls' usage as one figure (a cache field stays unset when both are)."""
@@ -342,6 +347,12 @@ class Usage(WireModel):
                 self.cache_read_input_tokens, other.cache_read_input_tokens
             ),
         )
+
+
+def summed_usage(*usages: Usage | None) -> Usage | None:
+    """The usages given as one figure (``None`` when none is given)."""
+    given = [usage for usage in usages if usage is not None]
+    return functools.reduce(Usage.plus, given) if given else None
 
 
 class Response(WireModel):

@@ -116,11 +116,7 @@ class CacheUsage:
     @classmethod
     def from_usage(cls, usage: Usage) -> CacheUsage:
         """A recorded ``usage``; absent cache fields count as 0."""
-        return cls(
-            read=usage.cache_read_input_tokens or 0,
-            write=usage.cache_creation_input_tokens or 0,
-            uncached=usage.input_tokens,
-        )
+        return cls(*usage.split())
 
 
 # --- Block identity -----------------------------------------------------------------

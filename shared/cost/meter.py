@@ -177,10 +177,7 @@ class UsageTotals:
 
     def plus(self, usage: Usage, price: Price) -> UsageTotals:
         """These totals with one more call's ``usage`` (absent cache fields count as 0)."""
-        # Split as CacheUsage.from_usage does, and built directly: this runs on every call.
-        read = usage.cache_read_input_tokens or 0
-        write = usage.cache_creation_input_tokens or 0
-        uncached = usage.input_tokens
+        read, write, uncached = usage.split()
         return UsageTotals(
             calls=self.calls + 1,
             read_tokens=self.read_tokens + read,

@@ -157,7 +157,7 @@ class Compacting(Truncating):
         reason: CompactionReason,
         tokens: int,
         plan: Plan,
-        already_waited: float = 0.0,
+        already_waited: float,
     ) -> ModelCall:
         kept_from_seq = seq_at(call, plan.boundary)
         evicted = stored_before(call, kept_from_seq)
@@ -166,6 +166,12 @@ class Compacting(Truncating):
         if offload_path is None:
             return self._truncate(call, tokens) if reason == "overflow" else call
         previous = call.run_state.latest
+        empty = summary_record(
+            call, reason, tokens, kept_from_seq, evicted, previous, offload_path, _NO_SUMMARY
+        )
+        room, hard_room = self._summary_rooms(call, empty, plan, tokens)
+        replaced = self.figure.estimate.split(call.request, plan.boundary)[1]
+        budget = briefing_budget(replaced, room)
         job = SummaryJob(
             session_id=call.session_id,
             turn=call.turn,
@@ -174,14 +180,8 @@ class Compacting(Truncating):
             previous_summary=previous.summary if previous else None,
             evicted=evicted,
             model=self.profile.summarizer_model or call.request.model,
+            budget=budget,
         )
-        empty = summary_record(
-            call, reason, tokens, kept_from_seq, evicted, previous, offload_path, _NO_SUMMARY
-        )
-        room, hard_room = self._summary_rooms(call, empty, plan, tokens)
-        replaced = self.figure.estimate.split(call.request, plan.boundary)[1]
-        budget = briefing_budget(replaced, room)
-        job = job.model_copy(update={"budget": budget})
         routed = self.router.begin(call, job, plan.boundary, budget, self._summary)
         fitted = fit_summary(
             routed.ask(job),

@@ -6,15 +6,9 @@ pool, without waiting (at most one per session in flight). A ready one that will
 at the trigger is extended: the next job summarizes only the messages past it, on top of
 its text, and the ready one stays the fallback until the extension is ready. Nothing is
 offloaded here: the range goes to the history file when a compaction installs it, so a
-replaced pre-summary writes nothing and each evicted message is written once.
-
-Each is routed when it is dispatched, as a summary at the trigger is
-(``summary_route.py``): on the warm prefix of the request the session sent last, or by
-the summarizer over its range, whichever is expected to cost less.
-
-Whether a ready pre-summary still holds is checked on every call in the band, in O(1):
-by the identity of its range's stored objects, the fingerprint made at dispatch compared
-only when those objects are others (the session was read back from the store).
+replaced pre-summary writes nothing and each evicted message is written once. Each is
+routed when it is dispatched (``summary_route.py``); whether a ready one still holds is
+checked in O(1) on every call in the band (:meth:`Presummaries.still_valid`).
 """
 
 from __future__ import annotations
@@ -33,7 +27,7 @@ from hango.compaction.jobs import JobRef, SummaryJob, SummaryResult, range_finge
 from hango.compaction.pace import outgrows
 from hango.compaction.record import PendingSummary
 from hango.compaction.summary_fit import briefing_budget
-from hango.core.messages import StoredMessage, Usage
+from hango.core.messages import StoredMessage, summed_usage
 from hango.core.profiles import ModelProfile
 from hango.history.paths import conversation_history_path
 from hango.middleware.base import ModelCall
@@ -227,8 +221,7 @@ class Presummaries:
         Then it is extended over the longer prefix: installing it at the trigger would
         fail its fit check and the turn would wait for a summary after all. A trigger
         further ahead is left to a later call, whose extension covers more for the same
-        one summarizer call. One in flight is never replaced (at most one summarizer call
-        per session at a time).
+        one summarizer call. One in flight is never replaced (see :meth:`dispatch`).
         """
         if not self.pacer.is_ready(current.started, current.work):
             return False
@@ -325,9 +318,7 @@ class Presummaries:
 
 def _carrying(result: SummaryResult, carried: SummaryResult) -> SummaryResult:
     """``result`` with ``carried``'s usage added, and its route's cost."""
-    usage: Usage | None = carried.usage
-    if result.usage is not None:
-        usage = result.usage if usage is None else usage.plus(result.usage)
+    usage = summed_usage(carried.usage, result.usage)
     route = result.route
     earlier = carried.route.cost_usd if carried.route is not None else None
     if route is not None and earlier is not None:

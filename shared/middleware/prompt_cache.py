@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard, TypeVar
 
@@ -145,16 +145,14 @@ def place_breakpoints(
     """A copy of ``request`` with the breakpoints set, as far as the limit allows."""
     policy = policy or CachePolicy()
     budget = MAX_BREAKPOINTS - count_breakpoints(request) - _automatic(request)
-    sizes = _PrefixSizes(request, policy)
     chosen: list[_Target] = []
     for target in _targets(request, stable_system_index, summary_message, changed_from):
         if len(chosen) >= budget:
             break
         if target in chosen or _already_marked(request, target):
             continue
-        if not sizes.reaches(target, policy.min_tokens):
-            continue
-        chosen.append(target)
+        if _reaches(request, target, policy):
+            chosen.append(target)
     return _marked(request, chosen, policy) if chosen else request
 
 
@@ -171,25 +169,17 @@ def _targets(
 ) -> list[_Target]:
     """Every breakpoint worth placing, most valuable first."""
     messages = request.messages
-    targets: list[_Target] = []
     newest = _last_markable(messages, len(messages) - 1)
-    if newest is not None:
-        targets.append(newest)
-        bridge = _bridge(messages, newest)
-        if bridge is not None:
-            targets.append(bridge)
-    system = request.system_blocks()
-    if _valid_index(stable_system_index, system) and _cacheable(system[stable_system_index]):
-        targets.append(("system", stable_system_index))
+    bridge = None if newest is None else _bridge(messages, newest)
+    blocks = request.system_blocks()
+    system: _Target | None = None
+    if _valid_index(stable_system_index, blocks) and _cacheable(blocks[stable_system_index]):
+        system = ("system", stable_system_index)
+    anchor = None
     if changed_from is not None:
         anchor = _last_markable(messages, min(changed_from, len(messages)) - 1)
-        if anchor is not None:
-            targets.append(anchor)
-    if summary_message and messages:
-        head = _last_markable(messages, 0)
-        if head is not None:
-            targets.append(head)
-    return targets
+    head = _last_markable(messages, 0) if summary_message and messages else None
+    return [t for t in (newest, bridge, system, anchor, head) if t is not None]
 
 
 def _valid_index(index: int | None, system: Sequence[TextBlock]) -> TypeGuard[int]:
@@ -233,33 +223,27 @@ def _blocks_between(
     return len(messages[start[0]].blocks()) - start[1] + between + end[1]
 
 
-class _PrefixSizes:
-    """Whether the prefix through a target reaches the minimum cacheable length."""
+def _reaches(request: Request, target: _Target, policy: CachePolicy) -> bool:
+    """Whether the prefix through ``target`` is estimated at the minimum cacheable length
+    or more (always, without an estimator).
 
-    def __init__(self, request: Request, policy: CachePolicy) -> None:
-        self.request = request
-        self.estimator = policy.estimator
-        self.fixed_estimate = policy.fixed  # set whenever there is an estimator
-
-    def reaches(self, target: _Target, minimum: int) -> bool:
-        """Estimated tokens through ``target`` >= ``minimum`` (always, without an estimator).
-
-        Adds messages from the start only until the minimum is reached: a few thousand
-        tokens, a handful of messages however long the history.
-        """
-        if self.estimator is None or self.fixed_estimate is None or minimum <= 0:
+    Adds messages from the start only until the minimum is reached: a few thousand
+    tokens, a handful of messages however long the history.
+    """
+    minimum, fixed = policy.min_tokens, policy.fixed  # fixed: set with an estimator
+    if policy.estimator is None or fixed is None or minimum <= 0:
+        return True
+    total = fixed(request)
+    where = target[0]
+    if where == "system" or not isinstance(where, int) or total >= minimum:
+        return total >= minimum
+    estimate = policy.estimator.estimate_message
+    messages = request.messages
+    for index in range(min(where + 1, len(messages))):  # no slice: no copy of the history
+        total += estimate(messages[index])
+        if total >= minimum:
             return True
-        total = self.fixed_estimate(self.request)
-        where = target[0]
-        if where == "system" or not isinstance(where, int) or total >= minimum:
-            return total >= minimum
-        estimate = self.estimator.estimate_message
-        messages = self.request.messages
-        for index in range(min(where + 1, len(messages))):  # no slice: no copy of the history
-            total += estimate(messages[index])
-            if total >= minimum:
-                return True
-        return False
+    return False
 
 
 def _marked(request: Request, chosen: Sequence[_Target], policy: CachePolicy) -> Request:
@@ -287,25 +271,22 @@ def _marked(request: Request, chosen: Sequence[_Target], policy: CachePolicy) ->
 def _marked_system(
     system: tuple[TextBlock, ...], marks: frozenset[int], memo: HeldMemo[tuple[TextBlock, ...]]
 ) -> tuple[TextBlock, ...]:
-    def mark() -> tuple[TextBlock, ...]:
-        return tuple(_with_marker(b) if n in marks else b for n, b in enumerate(system))
-
-    return memo.get((system,), (marks,), mark)
+    return memo.get((system,), (marks,), lambda: _with_markers(system, marks))
 
 
 def _mark_blocks(message: Message, positions: set[int]) -> Message:
-    blocks = message.blocks()
-    marked = tuple(
-        _with_marker(block) if n in positions else block for n, block in enumerate(blocks)
-    )
-    return message.model_copy(update={"content": marked})
+    return message.model_copy(update={"content": _with_markers(message.blocks(), positions)})
 
 
 BlockT = TypeVar("BlockT", bound=WireModel)
 
 
-def _with_marker(block: BlockT) -> BlockT:
-    return block.model_copy(update={"cache_control": EPHEMERAL})
+def _with_markers(blocks: Sequence[BlockT], at: Collection[int]) -> tuple[BlockT, ...]:
+    """``blocks`` with a breakpoint on those at the positions ``at``."""
+    marked = {"cache_control": EPHEMERAL}
+    return tuple(
+        block.model_copy(update=marked) if n in at else block for n, block in enumerate(blocks)
+    )
 
 
 def _cacheable(block: ContentBlock) -> bool:

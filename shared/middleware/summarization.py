@@ -8,14 +8,10 @@ it evicts the oldest atomic tool groups: first offloads them to the history file
 private state. A request that fails validation is never sent: the compaction is abandoned
 and mechanical truncation is used instead.
 
-Ahead of the trigger, the summary of the range a compaction at the trigger is projected to
-evict is dispatched on a background thread without waiting (one per session): never below
-the floor (``presummarize_frac`` of the window), past it when the session's pace says a
-summary started a call later could be late for the trigger (``pacing.py``). At the
-trigger, a pre-summary whose range is still a prefix of what must be evicted, over the very
-same messages and the same previous summary, is installed at once (its range offloaded
-then): the messages appended since stay verbatim when the result fits; otherwise the
-normal path runs.
+Ahead of the trigger, from ``presummarize_frac`` of the window on and when the pace says
+so (``pacing.py``), the summary a compaction at the trigger will need is dispatched
+without waiting (``presummary.py``); at the trigger, one that still matches and fits is
+installed at once, the messages appended since kept verbatim; otherwise the normal path runs.
 
 The stored messages are never touched; only the copy on its way to the provider changes.
 
@@ -28,13 +24,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from hango.compaction.boundary import keep_boundary
 from hango.compaction.groups import group_starts
 from hango.compaction.jobs import HistoryOffloader, Summarizer
 from hango.compaction.record import CompactionReason
-from hango.compaction.validate import Violation, validate_messages
+from hango.compaction.validate import validate_messages
 from hango.core.messages import Message, Response
 from hango.core.profiles import FALLBACK_PRICE, ModelProfile, known_price
 from hango.middleware.base import Handler, ModelCall, PassThrough
@@ -61,7 +57,6 @@ class SummarizationMiddleware(Compacting, PassThrough):
         summarizer: Summarizer,
         offloader: HistoryOffloader,
         observer: LoopObserver | None = None,
-        validator: Callable[[Sequence[Message]], list[Violation]] = validate_messages,
         count_band: float = 0.10,
         presummarize_frac: float | None = None,
         presummarize_pace: bool = True,
@@ -84,7 +79,7 @@ class SummarizationMiddleware(Compacting, PassThrough):
         self.summarizer = self.pacer.timing(summarizer)
         self.offloader = offloader
         self.observer = observer or NullObserver()
-        self.validator = validator
+        self.validator = validate_messages
         self.figure = TokenFigure(
             profile=profile,
             estimator=estimator,

@@ -1,14 +1,9 @@
 """Price-aware summary routing: each in-process summary on the warm prefix or the range.
 
-For each compaction the router prices both routes from the profile table
-(:mod:`hango.compaction.route`): the prefix route is the previous request's tokens read
-from the cache plus the instruction fresh, at the agent model's price; the range route
-is the rendered evicted range fresh at the summarizer model's price; both add the expected
-summary at their model's output price. The cheaper one is taken unless
-``HANGO_SUMMARY_ROUTE`` forces one. The prefix route is closed (the range route is taken,
-the reason recorded) when the provider does not cache prompts, when no request was sent
-for the session in this process, when the last one is older than the cache's 5-minute
-lifetime on the pacer's clock, or when the evicted range is not inside it.
+For each compaction the router prices both routes (:mod:`hango.compaction.route`), the
+prefix at the agent model's prices and the range at the summarizer's, and takes the
+cheaper unless ``HANGO_SUMMARY_ROUTE`` forces one; ``SummaryRouter._open`` says when the
+prefix route is closed (the range route is taken, the reason recorded).
 
 A pre-summary (made ahead of the trigger on a pool thread) is routed by the same rule
 when it is dispatched: the prefix is the request the session sent last (answered, so

@@ -7,7 +7,6 @@ attributes below are what these steps use of the middleware.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 
@@ -51,7 +50,6 @@ class Truncating:
         previous = call.run_state.latest
         first_real = 1 if call.summary_message_present else 0
         body = call.request.messages[first_real:]
-        overflowed = call.force in ("overflow", "truncate")
         scale = self._truncation_scale(call, tokens)
         saved_before = previous.saved_to_seq if previous else None
         quote_request = True
@@ -86,7 +84,7 @@ class Truncating:
 
         # A request the provider refused must lose at least one group: the same request
         # again would only be refused again.
-        at_least = 1 if overflowed else 0
+        at_least = 1 if call.force in ("overflow", "truncate") else 0
         try:
             cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
         except CannotFitError:
@@ -175,7 +173,7 @@ class Truncating:
     def _truncation_scale(self, call: ModelCall, tokens: int) -> float:
         """Estimates times this scale are in the units of the window.
 
-        After an overflow the provider's own figure calibrates (see _undercount_scale).
+        After an overflow the provider's own figure calibrates (see ``undercount_scale``).
         Otherwise ``tokens`` is what decided to truncate (the provider's count when it has
         one): the estimate of that same request against it, so a cut is judged in the
         units that found the request too long, not in a second, disagreeing measure.
@@ -205,21 +203,20 @@ class Truncating:
         target = min(int(window * self.profile.target_frac), self.profile.trigger_tokens)
         for limit in (target, self.profile.trigger_tokens, window):
             for minimum in dict.fromkeys((at_least, 0)):
-                with contextlib.suppress(CannotFitError):
+                try:
                     return drop_oldest_groups(
                         body, head=head, measure=measure, limit=limit, min_keep_from=minimum
                     )
-        try:
-            return drop_oldest_groups(body, head=head, measure=measure, limit=window)
-        except CannotFitError as exc:
-            raise CannotFitError(
-                f"session {call.session_id} turn {call.turn}: even the newest tool group "
-                f"alone needs about {exc.tokens} tokens, over the model's window of {window}; "
-                "give the model a larger window (HANGO_MODEL_PROFILES) or shorten large tool "
-                "results when they are produced (HANGO_TOOL_RESULT_OFFLOAD_TOKENS)",
-                tokens=exc.tokens,
-                limit=window,
-            ) from None
+                except CannotFitError as exc:
+                    tokens = exc.tokens  # the last try's: the window, from any group
+        raise CannotFitError(
+            f"session {call.session_id} turn {call.turn}: even the newest tool group "
+            f"alone needs about {tokens} tokens, over the model's window of {window}; "
+            "give the model a larger window (HANGO_MODEL_PROFILES) or shorten large tool "
+            "results when they are produced (HANGO_TOOL_RESULT_OFFLOAD_TOKENS)",
+            tokens=tokens,
+            limit=window,
+        )
 
     def _commit(
         self, call: ModelCall, record: CompactionRecord, after: int | None = None
@@ -246,24 +243,17 @@ class Truncating:
         return call
 
     def _offload(self, call: ModelCall, evicted: tuple[StoredMessage, ...]) -> str | None:
-        return self._offload_job(
-            OffloadJob(
-                session_id=call.session_id,
-                turn=call.turn,
-                from_seq=evicted[0].seq,
-                to_seq=evicted[-1].seq,
-                evicted=evicted,
-            )
+        first, last = evicted[0].seq, evicted[-1].seq
+        job = OffloadJob(
+            session_id=call.session_id, turn=call.turn, from_seq=first, to_seq=last, evicted=evicted
         )
-
-    def _offload_job(self, job: OffloadJob) -> str | None:
         try:
             return self.offloader.offload(job)
         except Exception:
             # Invariant: nothing leaves the request that was not offloaded.
             log.exception(
                 "session %s turn %d: history offload failed; keeping the messages",
-                job.session_id,
-                job.turn,
+                call.session_id,
+                call.turn,
             )
             return None

@@ -16,6 +16,7 @@ chain, so the product error is raised outside the ``except`` block, with no chai
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -59,6 +60,7 @@ _GENERATION_ONLY = frozenset(
 _KEY_PATTERN = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
 
 T = TypeVar("T")
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 def provider_error(error: anthropic.AnthropicError, *, secret: str | None) -> ProviderError:
@@ -139,11 +141,9 @@ def scrub_secret(text: str, secret: str) -> str:
 def _replace_covered(text: str, covered: bytearray) -> str:
     parts: list[str] = []
     index = 0
-    while index < len(text):
-        end = index
-        while end < len(text) and covered[end] == covered[index]:
-            end += 1
-        parts.append(REDACTED if covered[index] else text[index:end])
+    for is_covered, run in itertools.groupby(covered):
+        end = index + sum(1 for _ in run)
+        parts.append(REDACTED if is_covered else text[index:end])
         index = end
     return "".join(parts)
 
@@ -208,7 +208,9 @@ class AnthropicProvider:
         self.require_credentials()
         body = request.api_bytes(fixed=self._fixed)
         content = self._guarded(lambda: self._post(self._client, "/v1/messages", body))
-        response = self._guarded(lambda: _parse_response(content, request.model))
+        response = self._guarded(
+            lambda: _parsed(Response, content, request.model, "Messages API", "a message")
+        )
         if response.stop_reason == "model_context_window_exceeded":
             raise ContextOverflowError(
                 f"{request.model}: generation stopped at the context window "
@@ -224,7 +226,10 @@ class AnthropicProvider:
         client = self._counting_client
         path = "/v1/messages/count_tokens"
         content = self._guarded(lambda: self._post(client, path, body, timeout))
-        return self._guarded(lambda: _parse_count(content, request.model))
+        counted = self._guarded(
+            lambda: _parsed(_Counted, content, request.model, "token count endpoint", "a count")
+        )
+        return counted.input_tokens
 
     @staticmethod
     def _post(
@@ -262,27 +267,17 @@ class AnthropicProvider:
             )
 
 
-def _parse_count(content: bytes, model: str) -> int:
-    try:
-        return _Counted.model_validate_json(content).input_tokens
-    except ValidationError as e:
-        raise ProviderError(
-            f"{model}: the token count endpoint answered with a body that is not a count: "
-            f"{e.errors()[0]['msg']} ({content[:200]!r})",
-            status=200,
-        ) from None
-
-
 class _Counted(BaseModel):
     input_tokens: int
 
 
-def _parse_response(content: bytes, model: str) -> Response:
+def _parsed(kind: type[ModelT], content: bytes, model: str, endpoint: str, what: str) -> ModelT:
+    """``content`` read as a ``kind``; a body that is not one is a :class:`ProviderError`."""
     try:
-        return Response.model_validate_json(content)
+        return kind.model_validate_json(content)
     except ValidationError as e:
         raise ProviderError(
-            f"{model}: the Messages API answered with a body that is not a message: "
+            f"{model}: the {endpoint} answered with a body that is not {what}: "
             f"{e.errors()[0]['msg']} ({content[:200]!r})",
             status=200,
         ) from None

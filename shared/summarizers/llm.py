@@ -31,7 +31,7 @@ from hango.compaction.summary_prompt import build_summary_request
 from hango.compaction.validate import format_violations, validate_request
 from hango.core.deadline import CallAbandoned, call_within
 from hango.core.errors import HangoError, TransientProviderError
-from hango.core.messages import Request, Response, TextBlock, Usage
+from hango.core.messages import Request, Response, TextBlock, Usage, summed_usage
 from hango.providers.base import Provider
 
 logger = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class LLMSummarizer:
                 response = self._complete(attempt, until)
             except _FellBack as failed:
                 return self._fall_back(job, failed.reason, usage=usage)
-            usage = response.usage if usage is None else usage.plus(response.usage)
+            usage = summed_usage(usage, response.usage)
             if response.stop_reason != "max_tokens":
                 break
         else:

@@ -40,4 +40,3 @@ class HeuristicEstimator(FramedEstimator):
 
     def __init__(self) -> None:
         super().__init__("heuristic", heuristic_text_tokens, f"{BYTES_PER_TOKEN}bpt")
-

@@ -53,20 +53,16 @@ class EncodingSource:
         with self._lock:
             if not self._tried:
                 self._tried = True
-                self._encoding = self._try_load()
+                try:
+                    self._encoding = self._load()
+                except Exception as exc:  # any failure: an estimate must never stop the loop
+                    log.warning(
+                        "tiktoken encoding %s unavailable (%s: %s); using the heuristic estimator",
+                        ENCODING_NAME,
+                        type(exc).__name__,
+                        exc,
+                    )
             return self._encoding
-
-    def _try_load(self) -> TokenEncoding | None:
-        try:
-            return self._load()
-        except Exception as exc:  # any failure: an estimate must never stop the loop
-            log.warning(
-                "tiktoken encoding %s unavailable (%s: %s); using the heuristic estimator",
-                ENCODING_NAME,
-                type(exc).__name__,
-                exc,
-            )
-            return None
 
 
 DEFAULT_ENCODINGS = EncodingSource(load_offline_cl100k)

@@ -116,7 +116,7 @@ class Session:
         grown, seqs = self.copy.update(kept)
         joined, plain_seqs = merge_consecutive(kept)
         # Grown, the copy keeps the cut of its last truncation step.
-        assert (grown, seqs) == (truncated(sendable(joined), self.copy.cut).messages, plain_seqs)
+        assert (grown, seqs) == (truncated(sendable(joined), self.copy._cut).messages, plain_seqs)
         assert tuple(self.copy.stored) == tuple(kept)
         messages: tuple[Message, ...] = self.copy.truncate_below(self.cut, TRUNCATION)
         expected = truncated(sendable(joined), self.cut)

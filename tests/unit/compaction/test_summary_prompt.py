@@ -263,9 +263,7 @@ def test_summary_message_points_at_the_offload_and_lists_artifacts() -> None:
         "## Goal and user requests\nFix the parser.",
         offload_path="/conversation_history/sess-1.md",
         artifacts=["/src/parser.py", "https://example.com"],
-        evicted_count=42,
-        from_seq=1,
-        to_seq=42,
+        saved_to=42,
     )
     assert message.role == "user"
     text = message.text()
@@ -288,9 +286,7 @@ def test_summary_message_is_deterministic_and_bounds_the_artifact_list() -> None
             "s" * 50,
             offload_path="/p.md",
             artifacts=artifacts,
-            evicted_count=3,
-            from_seq=2,
-            to_seq=4,
+            saved_to=3,
         )
 
     assert build().to_api() == build().to_api()

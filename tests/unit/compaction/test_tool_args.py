@@ -78,7 +78,7 @@ def test_input_is_untouched_and_output_is_stable_and_idempotent() -> None:
     again = truncate_tool_args(first.messages, protect_from=8, max_tokens=300, estimator=ESTIMATOR)
 
     assert dumps(messages) == snapshot
-    assert first.changed
+    assert first.truncated
     assert dumps(first.messages) == dumps(second.messages)
     assert again.messages is first.messages
     assert again.truncated == 0
@@ -104,7 +104,7 @@ def test_nothing_to_do_returns_the_very_same_tuple() -> None:
     )
     assert result_.messages is messages
     assert result_.truncated == 0
-    assert not result_.changed
+    assert not result_.truncated
 
 
 def test_messages_in_the_keep_window_are_never_touched() -> None:
@@ -135,24 +135,6 @@ def test_tool_input_keeps_its_keys_and_small_values_and_notes_the_size() -> None
         body[:200]
         + f"…[truncated: 8000 chars, ~{tokens} tokens; full content in the stored transcript]"
     )
-
-
-def test_note_names_the_offloaded_path_when_known() -> None:
-    messages = (
-        user("go"),
-        calls(call("toolu_w", "write_file", path="/a", content=payload(5_000))),
-        results(result("toolu_w", payload(9_000, "log"))),
-        calls(call("toolu_r")),
-        results(result("toolu_r")),
-    )
-    where = "/conversation_history/s1.md"
-    truncated = truncate_tool_args(
-        messages, protect_from=3, max_tokens=100, estimator=ESTIMATOR, offloaded={"toolu_w": where}
-    )
-    [use] = truncated.messages[1].tool_uses()
-    [answer] = truncated.messages[2].tool_results()
-    assert use.input["content"].endswith(f"full content in the stored transcript or at {where}]")
-    assert f"full content in the stored transcript or at {where}]" in answer.text()
 
 
 def test_tool_result_keeps_head_and_tail_and_error_flag() -> None:

@@ -88,7 +88,7 @@ class FullRecomputation(PassThrough):
             max_tokens=MAX_TOKENS,
             estimator=self.estimator,
         )
-        if not cut.changed:
+        if not cut.truncated:
             return current
         estimate = self.estimator.estimate_message
         saved = sum(estimate(a) - estimate(b) for a, b in zip(pending, cut.messages, strict=True))

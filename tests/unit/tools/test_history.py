@@ -370,9 +370,7 @@ def test_the_summary_and_the_notices_name_the_tool() -> None:
         "Did things.",
         offload_path="/conversation_history/s.md",
         artifacts=["/a.py"],
-        evicted_count=4,
-        from_seq=1,
-        to_seq=4,
+        saved_to=4,
     )
     assert f"use {HISTORY_TOOL_NAME} (search, read) or read_file to recover" in summary.text()
     record = CompactionRecord(
