@@ -177,8 +177,8 @@ class Presummaries:
 
     def _budget(self, call: ModelCall, at: int) -> int:
         """The briefing budget: a share of what the briefing replaces (the messages before
-        ``at``, a previous summary included), at least the room a compaction at the trigger
-        leaves its summary (compacting.py)."""
+        ``at``, a previous summary included), at most the least room a compaction at the
+        trigger leaves its summary (compacting.py)."""
         _, before = self.estimate.split(call.request, at)
         return briefing_budget(before, self.profile.target_tokens // 4)
 
