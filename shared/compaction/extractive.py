@@ -31,6 +31,8 @@ MAX_ARTIFACTS = 100
 PREVIOUS_SUMMARY_CHARS = 8_000
 # Characters per token assumed when a briefing is cut to a budget (errs on the short side).
 CHARS_PER_TOKEN = 3
+BUDGET_NOTE = "\n\n[briefing shortened to its length budget; the full history is in the file]"
+CUT_MARK = " [...]"
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _WHITESPACE = re.compile(r"\s+")
@@ -47,12 +49,14 @@ class ExtractiveSummarizer:
 
 def extractive_briefing(job: SummaryJob) -> str:
     """The briefing text: fixed sections, each bounded, empty sections left out, the whole
-    cut to the length the job asks for (what a model is asked to write)."""
+    kept to the length the job asks for (what a model is asked to write)."""
     earlier, length = PREVIOUS_SUMMARY_CHARS, job.asked_length()
     if length:  # the earlier summary takes half of it at most
         earlier = min(earlier, length * CHARS_PER_TOKEN // 2)
-    text = _sections(job, earlier=bounded(job.previous_summary or "", earlier))
-    return cut_to_tokens(text, length) if length else text
+    sections = _sections(job, earlier=bounded(job.previous_summary or "", earlier))
+    if length:
+        sections = _shared_out(sections, length * CHARS_PER_TOKEN - len(BUDGET_NOTE))
+    return "\n\n".join(sections)
 
 
 def cut_to_tokens(text: str, tokens: int) -> str:
@@ -64,7 +68,37 @@ def cut_to_tokens(text: str, tokens: int) -> str:
     return text[:keep] + note
 
 
-def _sections(job: SummaryJob, *, earlier: str) -> str:
+def _shared_out(sections: list[str], chars: int) -> list[str]:
+    """``sections`` in about ``chars`` characters: the short ones whole, the others an equal
+    share of what those leave, each keeping its start (its heading first). Cut as one text,
+    the briefing lost its last sections, which hold the newest state (errors, latest
+    results)."""
+    separators = 2 * len(sections)
+    if sum(map(len, sections)) + separators <= chars:
+        return sections
+    shares = _fair_shares([len(section) for section in sections], chars - separators)
+    return [*map(_cut_section, sections, shares), BUDGET_NOTE.strip()]
+
+
+def _fair_shares(sizes: Sequence[int], total: int) -> list[int]:
+    """How much of ``total`` each of ``sizes`` gets: the smallest whole while they fit
+    their equal share, the rest split equally among the larger."""
+    shares = [0] * len(sizes)
+    left = max(0, total)
+    order = sorted(range(len(sizes)), key=sizes.__getitem__)
+    for done, index in enumerate(order):
+        shares[index] = min(sizes[index], left // (len(order) - done))
+        left -= shares[index]
+    return shares
+
+
+def _cut_section(section: str, share: int) -> str:
+    if len(section) <= share:
+        return section
+    return section[: max(0, share - len(CUT_MARK))] + CUT_MARK
+
+
+def _sections(job: SummaryJob, *, earlier: str) -> list[str]:
     evicted = job.evicted
     sections = [
         f"_Extractive summary of messages {job.from_seq} to {job.to_seq}, assembled without "
@@ -79,7 +113,7 @@ def _sections(job: SummaryJob, *, earlier: str) -> str:
         _section("Errors", _results(evicted, errors_only=True)[-MAX_ERRORS:]),
         _section("Latest tool results", _results(evicted, errors_only=False)[-MAX_RESULTS:]),
     ]
-    return "\n\n".join(section for section in sections if section)
+    return [section for section in sections if section]
 
 
 def _section(title: str, lines: Sequence[str]) -> str:

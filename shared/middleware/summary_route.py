@@ -215,8 +215,9 @@ class SummaryRouter:
         if closed is not None or sent is None:
             return _Choice("range", closed or self.closed, None, by_range)
         instruction = self.estimator.estimate(prefix_instruction(kept, None))
-        # The reply shares the window with the prefix: room for half the summary's room at
-        # least (a reply cut off at the window falls back to the range route).
+        # The reply shares the window with the prefix: room for half the expected summary
+        # (its budget) at least; a reply cut off at the window, or a request the API refuses
+        # as too long with its max_tokens, falls back to the range route.
         if self.window is not None and sent.tokens + instruction + output // 2 > self.window:
             return _Choice(
                 "range", "the prefix and its summary would not fit the window", None, by_range

@@ -120,6 +120,37 @@ def test_the_extractive_briefing_keeps_to_the_budget() -> None:
     assert budgeted.endswith("the full history is in the file]")
 
 
+def test_a_budgeted_extractive_briefing_keeps_every_section_the_newest_included() -> None:
+    """Cut as one text, the briefing lost its last sections: the errors and the latest
+    results, the state the agent was working on."""
+    rounds: list[Message] = [user("Make the suite pass.")]
+    for n in range(30):
+        rounds.append(calls(call(f"toolu_{n}", "read_file", path=f"/src/module_{n}.py")))
+        rounds.append(results(result(f"toolu_{n}", f"contents of module {n} " * 20)))
+    rounds.append(calls(call("toolu_last", "run_tests")))
+    rounds.append(results(result("toolu_last", "FAILED test_zebra_quartz", is_error=True)))
+    job = SummaryJob(
+        session_id="sess-1",
+        turn=5,
+        from_seq=1,
+        to_seq=len(rounds),
+        previous_summary="an earlier briefing line. " * 200,
+        evicted=stored(rounds),
+        model="claude-summarizer",
+        budget=1000,
+    )
+
+    text = ExtractiveSummarizer().summarize(job).text
+
+    assert len(text) <= 1000 * 3
+    for heading in ("Earlier summary", "User requests", "Errors", "Latest tool results"):
+        assert f"## {heading}" in text
+    assert "FAILED test_zebra_quartz" in text
+    assert text.endswith(
+        "[briefing shortened to its length budget; the full history is in the file]"
+    )
+
+
 def test_a_summary_wrapped_in_tags_is_unwrapped() -> None:
     provider = ScriptedProvider(
         [text_reply(f"<analysis>thinking</analysis>\n<summary>\n{SUMMARY}\n</summary>")]
