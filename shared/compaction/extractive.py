@@ -33,6 +33,7 @@ PREVIOUS_SUMMARY_CHARS = 8_000
 CHARS_PER_TOKEN = 3
 BUDGET_NOTE = "\n\n[briefing shortened to its length budget; the full history is in the file]"
 CUT_MARK = " [...]"
+WINDOW_NOTE = "\n[briefing cut to fit the context window; the full history is in the file]"
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _WHITESPACE = re.compile(r"\s+")
@@ -53,17 +54,22 @@ def extractive_briefing(job: SummaryJob) -> str:
     earlier, length = PREVIOUS_SUMMARY_CHARS, job.asked_length()
     if length:  # the earlier summary takes half of it at most
         earlier = min(earlier, length * CHARS_PER_TOKEN // 2)
-    sections = _sections(job, earlier=bounded(job.previous_summary or "", earlier))
+    # The earlier summary carries what every compaction before kept (bounded above): whole.
+    previous = _section("Earlier summary", [bounded(job.previous_summary or "", earlier)])
+    kept = [s for s in (_header(job), previous) if s]
+    sections = _sections(job.evicted)
     if length:
-        sections = _shared_out(sections, length * CHARS_PER_TOKEN - len(BUDGET_NOTE))
-    return "\n\n".join(sections)
+        room = length * CHARS_PER_TOKEN - len(BUDGET_NOTE) - sum(len(s) + 2 for s in kept)
+        sections = _shared_out(sections, room)
+    text = "\n\n".join([*kept, *sections])
+    # A budget too small for even the kept part: one cut, as at the hard room.
+    return cut_to_tokens(text, length, BUDGET_NOTE) if length else text
 
 
-def cut_to_tokens(text: str, tokens: int) -> str:
+def cut_to_tokens(text: str, tokens: int, note: str = WINDOW_NOTE) -> str:
     """``text`` cut to about ``tokens`` tokens (erring on the short side), the cut noted."""
     if len(text) <= tokens * CHARS_PER_TOKEN:
         return text
-    note = "\n[briefing cut to fit the context window; the full history is in the file]"
     keep = max(0, tokens * CHARS_PER_TOKEN - len(note))
     return text[:keep] + note
 
@@ -98,12 +104,16 @@ def _cut_section(section: str, share: int) -> str:
     return section[: max(0, share - len(CUT_MARK))] + CUT_MARK
 
 
-def _sections(job: SummaryJob, *, earlier: str) -> list[str]:
-    evicted = job.evicted
-    sections = [
+def _header(job: SummaryJob) -> str:
+    return (
         f"_Extractive summary of messages {job.from_seq} to {job.to_seq}, assembled without "
-        "a model; the history file holds every message verbatim._",
-        _section("Earlier summary", [earlier]),
+        "a model; the history file holds every message verbatim._"
+    )
+
+
+def _sections(evicted: Sequence[StoredMessage]) -> list[str]:
+    """The evicted range's sections, oldest facts first, newest state last."""
+    sections = [
         _section("User requests", _user_requests(evicted)),
         _section("Assistant statements", _statements(evicted)),
         _section(
