@@ -139,9 +139,12 @@ class Presummaries:
             fingerprint=range_fingerprint(evicted),
             basis=previous.kept_from_seq if previous else None,
         )
-        budget = self._budget(call, at)
+        before = self.estimate.split(call.request, at)[1]
+        # The briefing's budget is a share of what it replaces, capped by the least room a
+        # compaction at the trigger leaves its summary (compacting.py).
+        budget = briefing_budget(before, self.profile.target_tokens // 4)
         job = _job(call, evicted, extended, self.profile, budget)
-        routed = self._routed(call, job, at, extended is not None)
+        routed = self._routed(call, job, at, None if extended is not None else before)
         # The dispatching turn's context (its trace span) goes along to the pool's thread.
         context = contextvars.copy_context()
         started = self.pacer.clock()
@@ -175,22 +178,17 @@ class Presummaries:
         )
         return self.estimator.estimate(head_message(record).text())
 
-    def _budget(self, call: ModelCall, at: int) -> int:
-        """The briefing budget: a share of what the briefing replaces (the messages before
-        ``at``, a previous summary included), at most the least room a compaction at the
-        trigger leaves its summary (compacting.py)."""
-        _, before = self.estimate.split(call.request, at)
-        return briefing_budget(before, self.profile.target_tokens // 4)
-
-    def _routed(self, call: ModelCall, job: SummaryJob, at: int, extends: bool) -> RoutedSummary:
+    def _routed(
+        self, call: ModelCall, job: SummaryJob, at: int, before: int | None
+    ) -> RoutedSummary:
         """The job routed now, on the turn's thread, its range priced as the job reads it:
-        a whole range from the request's running estimates; an extension (the messages past
-        the pre-summary it extends, on top of that one's text) as its request is built.
+        a whole range from ``before``, the request's running estimate up to ``at``; an
+        extension (``None``: the messages past the pre-summary it extends, on top of that
+        one's text) as its request is built.
         Priced from estimates of its parts, an extension's range came out low (the
         request's framing uncounted) or high (the head around the text counted) by more
         than the two routes differed (docs/benchmarks.md, "Shorter briefings")."""
-        before = None if extends else self.estimate.split(call.request, at)[1]
-        return self.router.begin_presummary(call, at, job.budget or 0, job, self._work, before)
+        return self.router.begin_presummary(call, at, job, self._work, before)
 
     def _summary(
         self,

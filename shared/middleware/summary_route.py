@@ -181,14 +181,15 @@ class SummaryRouter:
         self,
         call: ModelCall,
         boundary: int,
-        room: int,
         job: SummaryJob,
         by_range: RangeAsk,
         evicted: int | None,
     ) -> RoutedSummary:
         """A pre-summary's summary, routed when it is dispatched (on the turn's thread):
         ``boundary`` is its cut in ``call``'s messages; its range route reads ``evicted``
-        tokens besides the summary prompt, or (``None``) ``job``'s request as built."""
+        tokens besides the summary prompt, or (``None``) ``job``'s request as built; its
+        expected output is the job's budget."""
+        room = job.budget or 0
         if evicted is None:
             request = build_summary_request(job, model=job.model, max_tokens=room)
             reads = self.estimator.estimate_request(request)
