@@ -26,7 +26,7 @@ import bisect
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from hango.compaction.repair import UsedIds, joined, repair_message
 from hango.compaction.validate import (
@@ -203,23 +203,6 @@ class OutgoingCopy:
         with self._lock:
             return list(self._json) if version == self.version else None
 
-    def marked_view(self, version: int, marks: Mapping[int, Message]) -> SentMessages | None:
-        with self._lock:
-            if version != self.version:
-                return None
-            sent = self._sent
-            originals = {index: sent[index] for index in marks}
-            # The marked forms stand in the copy's list only while the view is built from
-            # it, under the lock: a list makes a tuple in two copies, the view's own list
-            # would take three (to a list, to a tuple, to the view).
-            try:
-                for index, message in marks.items():
-                    sent[index] = message
-                return SentMessages(sent, self, version, marks, originals)
-            finally:
-                for index, message in originals.items():
-                    sent[index] = message
-
     def token_sums(self, estimator: object, split: int, version: int) -> tuple[int, int] | None:
         with self._lock:
             if estimator is not self.estimator or version != self.version:
@@ -238,8 +221,8 @@ class OutgoingCopy:
         if view is None or view.source is not self:
             return validate_request(request)
         with self._lock:
-            fine = self._fine() and self._marks_fine(view)
-            breakpoints = self._checks.breakpoints + marked_breakpoints(view)
+            fine = self._fine() and self._marks_fine(request)
+            breakpoints = self._checks.breakpoints + marked_breakpoints(request)
         fixed = fixed_facts(request)
         if fine and not fixed.empty_system and fixed.breakpoints + breakpoints <= MAX_BREAKPOINTS:
             return []
@@ -403,6 +386,7 @@ class OutgoingCopy:
         self._unchecked.clear()
         return fine
 
-    def _marks_fine(self, view: SentMessages) -> bool:
-        around = {n for i in view.marks for n in (i - 1, i, i + 1) if 0 <= n < len(view)}
-        return not any(position_violations(view, i, None) for i in around)
+    def _marks_fine(self, request: Request) -> bool:
+        sent = request.sent_messages()
+        around = {n for i in request.marks for n in (i - 1, i, i + 1) if 0 <= n < len(sent)}
+        return not any(position_violations(sent, i, None) for i in around)

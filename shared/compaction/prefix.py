@@ -45,12 +45,12 @@ def prefix_request(sent: Request, instruction: str, max_tokens: int) -> Request 
     problem = prefix_problem(sent)
     if problem is not None:
         return problem
-    blocks = sent.messages[-1].blocks()
-    appended = Message(role="user", content=(*blocks, TextBlock(text=instruction)))
+    messages = sent.sent_messages()  # with the breakpoints the provider cached
+    appended = Message(role="user", content=(*messages[-1].blocks(), TextBlock(text=instruction)))
     thinking = (sent.model_extra or {}).get("thinking") is not None
     return sent.model_copy(
         update={
-            "messages": (*sent.messages[:-1], appended),
+            "messages": (*messages[:-1], appended),
             "max_tokens": sent.max_tokens if thinking else max_tokens,
         }
     )
@@ -58,9 +58,10 @@ def prefix_request(sent: Request, instruction: str, max_tokens: int) -> Request 
 
 def prefix_problem(sent: Request) -> str | None:
     """Why ``sent`` cannot carry a prefix summary (``None``: it can)."""
-    if not sent.messages or sent.messages[-1].role != "user":
+    messages = sent.sent_messages()
+    if not messages or messages[-1].role != "user":
         return "the previous request does not end with a user message"
-    blocks = sent.messages[-1].blocks()
+    blocks = messages[-1].blocks()
     if not blocks or getattr(blocks[-1], "cache_control", None) is None:
         return "the previous request has no breakpoint on its last message"
     return None
@@ -68,9 +69,10 @@ def prefix_problem(sent: Request) -> str | None:
 
 def prefix_instruction_of(request: Request) -> str | None:
     """The summary instruction a prefix request ends with (``None``: not a prefix request)."""
-    if not request.messages or request.messages[-1].role != "user":
+    messages = request.sent_messages()
+    if not messages or messages[-1].role != "user":
         return None
-    blocks = request.messages[-1].blocks()
+    blocks = messages[-1].blocks()
     last = blocks[-1] if blocks else None
     if isinstance(last, TextBlock) and last.text.startswith(PREFIX_OPENING):
         return last.text

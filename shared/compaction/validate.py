@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from hango.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
-from hango.core.sent import SentMessages, live_view
+from hango.core.sent import live_view
 
 ViolationKind = Literal[
     "alternation",
@@ -50,7 +50,7 @@ class Violation:
 
 def validate_request(request: Request) -> list[Violation]:
     """Every structural violation in the request (empty list: valid)."""
-    violations = validate_messages(request.messages)
+    violations = validate_messages(request.sent_messages())
     for index in fixed_facts(request).empty_system:
         detail = f"system.{index}: text content blocks must be non-empty"
         violations.append(Violation("empty_content", 0, detail))
@@ -70,15 +70,15 @@ def count_breakpoints(request: Request) -> int:
     fixed = fixed_facts(request).breakpoints
     view = live_view(request.messages)
     if view is None:
-        return fixed + sum(message_breakpoints(message) for message in request.messages)
-    return fixed + view.source.breakpoints + marked_breakpoints(view)
+        return fixed + sum(message_breakpoints(message) for message in request.sent_messages())
+    return fixed + view.source.breakpoints + marked_breakpoints(request)
 
 
-def marked_breakpoints(view: SentMessages) -> int:
-    """Breakpoints the marks of ``view`` add to the messages its copy made."""
+def marked_breakpoints(request: Request) -> int:
+    """Breakpoints the marks of ``request`` add to its messages."""
     return sum(
-        message_breakpoints(marked) - message_breakpoints(view.originals[index])
-        for index, marked in view.marks.items()
+        message_breakpoints(marked) - message_breakpoints(request.messages[index])
+        for index, marked in request.marks.items()
     )
 
 

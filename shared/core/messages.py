@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator
-from typing import Annotated, Any, ClassVar, Literal
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Literal, Self, overload
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
     Tag,
 )
 
@@ -226,14 +227,72 @@ class ToolDefinition(WireModel):
             super().model_post_init(context)
 
 
+class MarkedMessages(Sequence[Message]):
+    """Messages read with a few positions in another form (:attr:`Request.marks`)."""
+
+    def __init__(self, messages: tuple[Message, ...], marks: Mapping[int, Message]) -> None:
+        self._messages, self._marks = messages, marks
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+        positions = range(len(self._messages))[index]  # IndexError as a tuple's
+        if isinstance(positions, int):
+            return self._marks.get(positions, self._messages[positions])
+        return tuple(self._marks.get(n, self._messages[n]) for n in positions)
+
+
 class Request(WireModel):
-    """The body of ``POST /v1/messages``."""
+    """The body of ``POST /v1/messages``.
+
+    ``marks`` overlays ``messages``: a few positions sent in another form (the same
+    message with ``cache_control`` on some blocks, :meth:`with_marks`). The messages
+    themselves are shared with the request that was marked, not copied: a long session's
+    request holds tens of thousands of them, and the prompt cache marks at most four.
+    Everything that reads the request as it is sent (its body, :meth:`to_api`,
+    :meth:`sent_messages`, validation, the cache meter) applies the overlay.
+    """
 
     model: str
     max_tokens: int
     messages: tuple[Message, ...]
     system: str | tuple[TextBlock, ...] | None = None
     tools: tuple[ToolDefinition, ...] | None = None
+    _marks: Mapping[int, Message] = PrivateAttr(default_factory=dict)
+
+    @property
+    def marks(self) -> Mapping[int, Message]:
+        """The positions of ``messages`` sent in another form, and those forms."""
+        return self._marks
+
+    def with_marks(self, marked: Mapping[int, Message]) -> Request:
+        """This request with the messages at ``marked``'s positions sent as given."""
+        made = self.model_copy()
+        made._marks = {**self._marks, **marked}
+        return made
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        made = super().model_copy(update=update, deep=deep)
+        if update is not None and "messages" in update:
+            made._marks = {}  # positions in messages that are no longer these
+        return made
+
+    def sent_messages(self) -> Sequence[Message]:
+        """The messages as sent: ``messages`` read through the marks, without a copy."""
+        return MarkedMessages(self.messages, self._marks) if self._marks else self.messages
+
+    def to_api(self) -> JsonObject:
+        data = super().to_api()
+        for index, marked in self._marks.items():
+            data["messages"][index] = marked.to_api()
+        return data
 
     def system_blocks(self) -> tuple[TextBlock, ...]:
         if self.system is None:
@@ -279,9 +338,8 @@ class Request(WireModel):
         parts = None if view is None else view.source.json_parts(view.version)
         if parts is None:
             parts = [message_json(message) for message in self.messages]
-        elif view is not None:
-            for index, marked in view.marks.items():
-                parts[index] = message_json(marked)
+        for index, marked in self._marks.items():
+            parts[index] = message_json(marked)
         if parts:
             parts[0] = b"[" + parts[0][1:]
         else:

@@ -7,13 +7,13 @@ keeps per position (each message's API JSON, the running token total, the breakp
 count) instead of a walk over the history. Once the copy moves on, or for any other tuple,
 the plain functions answer: a stale or foreign sequence costs a walk, never a wrong body.
 
-The prompt-cache middleware marks at most four positions (:meth:`SentMessages.with_marks`):
-the marked view keeps its copy and says which positions differ from it.
+The prompt-cache middleware's marks are not in these messages: they overlay them on the
+request (:attr:`~hango.core.messages.Request.marks`), so a marked request shares this view.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -43,35 +43,19 @@ class CopySource(Protocol):
 
     def changed_since(self, old: int, new: int) -> int | None:
         """The lowest position that changed from version ``old`` to ``new`` (``None``: not
-        known): below it, the views made at the two versions hold the same messages
-        except at their marked positions."""
-        ...
-
-    def marked_view(self, version: int, marks: Mapping[int, Message]) -> SentMessages | None:
-        """The copy's messages with those at ``marks``' positions replaced (``None``: the
-        copy is no longer at ``version``)."""
+        known): below it, the views made at the two versions hold the same messages."""
         ...
 
 
 class SentMessages(tuple["Message", ...]):
-    """Messages made by a copy at one of its versions, with the positions marked since."""
+    """Messages made by a copy at one of its versions."""
 
     source: CopySource
     version: int
-    marks: Mapping[int, Message]
-    originals: Mapping[int, Message]
 
-    def __new__(
-        cls,
-        items: Iterable[Message],
-        source: CopySource,
-        version: int,
-        marks: Mapping[int, Message] | None = None,
-        originals: Mapping[int, Message] | None = None,
-    ) -> SentMessages:
+    def __new__(cls, items: Iterable[Message], source: CopySource, version: int) -> SentMessages:
         made = super().__new__(cls, items)
         made.source, made.version = source, version
-        made.marks, made.originals = marks or {}, originals or {}
         return made
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -80,22 +64,6 @@ class SentMessages(tuple["Message", ...]):
     def live(self) -> bool:
         """Whether the copy is still at the version these messages were made from."""
         return self.source.version == self.version
-
-    def with_marks(self, marked: Mapping[int, Message]) -> SentMessages:
-        """These messages with the ones at ``marked``'s positions replaced by their marked
-        forms (the same message with ``cache_control`` on some blocks)."""
-        if self.live():
-            # Built from the copy's own list: one copy of the history fewer than from here.
-            made = self.source.marked_view(self.version, {**self.marks, **marked})
-            if made is not None:
-                return made
-        items = list(self)
-        originals = dict(self.originals)
-        for index, message in marked.items():
-            originals.setdefault(index, items[index])
-            items[index] = message
-        marks = {**self.marks, **marked}
-        return SentMessages(items, self.source, self.version, marks, originals)
 
 
 def live_view(messages: object) -> SentMessages | None:

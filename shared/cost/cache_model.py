@@ -440,7 +440,7 @@ def _placed_groups(request: Request, first: int = 0) -> Iterator[list[_Placed]]:
             *(_Placed("tools", False, tool) for tool in request.tool_definitions()),
             *(_Placed("system", False, block) for block in request.system_blocks()),
         ]
-    for message in request.messages[max(first - 1, 0) :]:
+    for message in request.sent_messages()[max(first - 1, 0) :]:
         yield [_Placed(message.role, i == 0, block) for i, block in enumerate(message.blocks())]
 
 

@@ -92,21 +92,19 @@ class CacheMeter:
         previous = self._previous
         if previous is None or not _same_fixed_part(previous, request):
             return 0
-        first = first_difference(previous.messages, request.messages)
+        first = copy_difference(previous, request)
+        if first is None:
+            first = first_difference(previous.sent_messages(), request.sent_messages())
         return 1 + min(first, len(request.messages))
 
 
 def first_difference(old: Sequence[Message], new: Sequence[Message]) -> int:
-    """The first position where ``new`` differs from ``old`` (their common length if none),
-    or a lower one where both were made by one outgoing copy (:func:`copy_difference`).
+    """The first position where ``new`` differs from ``old`` (their common length if none).
 
     Successive requests of a session share their message objects, so slices compare at C
     speed (identical objects are equal without a look inside); the difference is found by
     halving, never by a Python loop over the history.
     """
-    known = copy_difference(old, new)
-    if known is not None:
-        return known
     common = min(len(old), len(new))
     if tuple(old[:common]) == tuple(new[:common]):
         return common
@@ -120,28 +118,31 @@ def first_difference(old: Sequence[Message], new: Sequence[Message]) -> int:
     return low
 
 
-def copy_difference(old: Sequence[Message], new: Sequence[Message]) -> int | None:
+def copy_difference(old: Request, new: Request) -> int | None:
     """Where ``new`` may first differ from ``old``, from what the copy that made both
-    knows changed between their versions (``None``: not made by one copy, or it does not
-    know). Below that position they differ only where one of them is marked for the cache.
+    requests' messages knows changed between their versions (``None``: not made by one
+    copy, or it does not know). Below that position they differ only where one of them is
+    marked for the cache.
 
     Without comparing the history: a request holds up to the window's worth of messages
     (~70,000 short ones), and comparing them on every call made a long replay quadratic.
     The answer is at or below the first real difference (a position redone into an equal
     message counts as changed); the meter then re-sizes a little more, same figures.
     """
-    if not (isinstance(old, SentMessages) and isinstance(new, SentMessages)):
+    before, after = old.messages, new.messages
+    if not (isinstance(before, SentMessages) and isinstance(after, SentMessages)):
         return None
-    if old.source is not new.source:
+    if before.source is not after.source:
         return None
-    changed = new.source.changed_since(old.version, new.version)
+    changed = after.source.changed_since(before.version, after.version)
     if changed is None:
         return None
-    common = min(len(old), len(new), changed)
+    common = min(len(before), len(after), changed)
+    old_sent, new_sent = old.sent_messages(), new.sent_messages()
     for index in sorted({*old.marks, *new.marks}):
         if index >= common:
             break
-        if old[index] is not new[index] and old[index] != new[index]:
+        if old_sent[index] is not new_sent[index] and old_sent[index] != new_sent[index]:
             return index
     return common
 

@@ -55,7 +55,6 @@ from hango.core.messages import (
     ToolUseBlock,
     WireModel,
 )
-from hango.core.sent import live_view
 from hango.middleware.base import Assembly, Handler, ModelCall
 from hango.tokens.base import Estimator
 from hango.tokens.measure import FixedEstimate
@@ -257,15 +256,11 @@ def _marked(request: Request, chosen: Sequence[_Target], policy: CachePolicy) ->
     for where, index in chosen:
         if isinstance(where, int):
             by_message.setdefault(where, set()).add(index)
-    if by_message:
-        messages = request.messages
-        marked = {n: _mark_blocks(messages[n], p) for n, p in by_message.items()}
-        view = live_view(messages)
-        if view is not None:  # the copy's messages: it keeps the rest of the body
-            update["messages"] = view.with_marks(marked)
-        else:
-            update["messages"] = tuple(marked.get(n, m) for n, m in enumerate(messages))
-    return request.model_copy(update=update)
+    made = request.model_copy(update=update)
+    if not by_message:
+        return made
+    sent = request.sent_messages()
+    return made.with_marks({n: _mark_blocks(sent[n], p) for n, p in by_message.items()})
 
 
 def _marked_system(
@@ -300,7 +295,7 @@ def _already_marked(request: Request, target: _Target) -> bool:
     """A target the caller marked already: it is served without a slot of ours."""
     where, index = target
     if isinstance(where, int):
-        block: ContentBlock = request.messages[where].blocks()[index]
+        block: ContentBlock = request.sent_messages()[where].blocks()[index]
     else:
         block = request.system_blocks()[index]
     return getattr(block, "cache_control", None) is not None

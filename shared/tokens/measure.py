@@ -148,11 +148,11 @@ class RequestEstimate:
         view = live_view(messages)
         sums = None if view is None else view.source.token_sums(self.estimator, index, view.version)
         if sums is None or view is None:
-            values = [estimate(message) for message in messages]
+            values = [estimate(message) for message in request.sent_messages()]
             return self.fixed(request) + sum(values), sum(values[:index])
         whole, before = sums
-        for position, marked in view.marks.items():  # what a mark changes, if anything
-            change = estimate(marked) - estimate(view.originals[position])
+        for position, marked in request.marks.items():  # what a mark changes, if anything
+            change = estimate(marked) - estimate(messages[position])
             whole += change
             before += change if position < index else 0
         return self.fixed(request) + whole, before

@@ -164,7 +164,7 @@ def test_cache_breakpoints_on_sent_requests(tmp_path: Path, pg_store: Store) -> 
     system = sent.system_blocks()
     marked = [i for i, b in enumerate(system) if b.cache_control is not None]
     assert marked == [len(system) - 1]
-    head_blocks = sent.messages[0].blocks()
+    head_blocks = sent.sent_messages()[0].blocks()
     assert head_blocks[-1].cache_control is not None  # type: ignore[union-attr]
 
     plain, plain_provider = build(tmp_path / "off", store=pg_store, caching=False)

@@ -26,7 +26,6 @@ from hango.core.messages import (
     TextBlock,
     ToolResultBlock,
 )
-from hango.core.sent import SentMessages
 from hango.cost.meter import copy_difference, first_difference
 from hango.tokens.measure import RequestEstimate
 from tests.histories import CharEstimator, call, calls, histories, payload, result, results, user
@@ -124,16 +123,16 @@ class Session:
         assert self.copy.truncation_gain(0, self.cut, TRUNCATION)[0] == expected.truncated
         if edit is not None:
             index = edit % len(messages)
-            if edit % 2 and isinstance(messages, SentMessages):
-                # As the prompt-cache middleware does: marks through the copy's view.
-                messages = messages.with_marks({index: marked(messages[index])})
-            else:
-                replacement = (
-                    BROKEN[edit % len(BROKEN)],
-                    # Fine on its own, but it drops the calls or answers its neighbours need.
-                    Message(role=messages[index].role, content="plain"),
-                )[edit % 4 // 2]
-                messages = tuple(replacement if n == index else m for n, m in enumerate(messages))
+            if edit % 2:
+                # As the prompt-cache middleware does: a mark over the copy's view.
+                request = BASE.model_copy(update={"messages": messages})
+                return request.with_marks({index: marked(messages[index])})
+            replacement = (
+                BROKEN[edit % len(BROKEN)],
+                # Fine on its own, but it drops the calls or answers its neighbours need.
+                Message(role=messages[index].role, content="plain"),
+            )[edit % 4 // 2]
+            messages = tuple(replacement if n == index else m for n, m in enumerate(messages))
         return BASE.model_copy(update={"messages": messages})
 
 
@@ -149,15 +148,16 @@ def test_incremental_copy_and_checks_equal_the_full_recomputation(
     history: tuple[Message, ...], plan: list[Step]
 ) -> None:
     session = Session((*LARGE, *history))
-    previous: tuple[Message, ...] = ()
+    previous = BASE
     for action, pick in plan:
         request = session.step(action, pick)
         if request is None:
             continue
         # Where the copy says two of its requests may first differ: never past where they do.
-        known = copy_difference(previous, request.messages)
-        assert known is None or known <= first_difference(tuple(previous), request.messages)
-        previous = request.messages
+        known = copy_difference(previous, request)
+        real = first_difference(previous.sent_messages(), request.sent_messages())
+        assert known is None or known <= real
+        previous = request
         # The plain functions over a plain copy: every position looked at.
         plain = Request.model_validate(request.to_api())
         assert type(plain.messages) is tuple
@@ -181,7 +181,7 @@ def test_a_grown_copy_reuses_the_repaired_messages() -> None:
     assert len(second) == 3
 
 
-def test_a_marked_view_is_built_from_the_copy_and_leaves_the_copy_as_it_was() -> None:
+def test_a_marked_request_shares_the_copys_view_and_leaves_the_copy_as_it_was() -> None:
     history = (*LARGE, user("again"), calls(call("toolu_z")), results(result("toolu_z")))
     stored = [StoredMessage(seq=n + 1, turn=n, message=m) for n, m in enumerate(history)]
     copy = OutgoingCopy(ESTIMATOR)
@@ -189,19 +189,15 @@ def test_a_marked_view_is_built_from_the_copy_and_leaves_the_copy_as_it_was() ->
     plain = tuple(view)
     last, first = len(view) - 1, 0
     marks = {last: marked(view[last]), first: marked(view[first])}
-    once = view.with_marks({last: marks[last]})
-    twice = once.with_marks({first: marks[first]})
-    assert twice == tuple(marks.get(n, m) for n, m in enumerate(plain))
-    assert twice.originals == {last: plain[last], first: plain[first]}
-    assert twice.marks == marks and twice.live()
+    unmarked = BASE.model_copy(update={"messages": view})
+    twice = unmarked.with_marks({last: marks[last]}).with_marks({first: marks[first]})
+    assert twice.messages is view and twice.marks == marks
+    assert tuple(twice.sent_messages()) == tuple(marks.get(n, m) for n, m in enumerate(plain))
+    assert twice.sent_messages()[-2:] == (plain[-2], marks[last])
+    assert twice != unmarked and unmarked.marks == {}
+    # Messages replaced: the marks no longer name their positions.
+    assert twice.model_copy(update={"messages": plain}).marks == {}
     # The copy's own messages are unmarked: its next view is the plain one.
     assert copy.update(stored)[0] == plain
-    assert Request.model_validate(
-        BASE.model_copy(update={"messages": twice}).to_api()
-    ).to_api() == (BASE.model_copy(update={"messages": twice}).api_body())
-    # A view of a version the copy has left is marked from its own elements.
-    stored.append(StoredMessage(seq=len(stored) + 1, turn=9, message=user("more")))
-    copy.update(stored)
-    stale = view.with_marks({last: marks[last]})
-    assert not stale.live()
-    assert stale == tuple(marks[last] if n == last else m for n, m in enumerate(plain))
+    assert Request.model_validate(twice.to_api()).to_api() == twice.api_body()
+    assert twice.api_body()["messages"][last] == marks[last].to_api()

@@ -71,8 +71,8 @@ def test_the_counted_breakpoints_equal_what_the_request_holds(
         StoredMessage(seq=2, turn=1, message=Message(role="assistant", content="ok")),
     ]
     view, _ = copy.update(stored)
-    marked = view.with_marks({0: first}).with_marks({1: second})
-    request = Request(model="m", max_tokens=1, messages=marked)
+    unmarked = Request(model="m", max_tokens=1, messages=()).model_copy(update={"messages": view})
+    request = unmarked.with_marks({0: first}).with_marks({1: second})
     plain = Request(model="m", max_tokens=1, messages=(first, second))
-    assert marked.live()
+    assert request.messages.live() and request.messages is view  # type: ignore[attr-defined]
     assert count_breakpoints(request) == count_breakpoints(plain)

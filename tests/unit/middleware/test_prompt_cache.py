@@ -116,8 +116,8 @@ def test_breakpoints_on_newest_message_system_block_and_summary_message() -> Non
 
     assert marked(sent.system_blocks()) == [1]
     assert sent.system_blocks()[1].cache_control == EPHEMERAL
-    assert marked(sent.messages[0].blocks()) == [0]
-    assert [marked(m.blocks()) for m in sent.messages[1:]] == [[], [0]]
+    assert marked(sent.sent_messages()[0].blocks()) == [0]
+    assert [marked(m.blocks()) for m in sent.sent_messages()[1:]] == [[], [0]]
     assert count_breakpoints(sent) == 3
     dumped = sent.to_api()
     assert dumped["system"][1]["cache_control"] == {"type": "ephemeral"}
@@ -125,20 +125,20 @@ def test_breakpoints_on_newest_message_system_block_and_summary_message() -> Non
     assert dumped["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     # The request that was built is untouched: the middleware works on a copy.
     assert count_breakpoints(built) == 0
-    assert sent.messages[0].text() == built.messages[0].text()
+    assert sent.sent_messages()[0].text() == built.messages[0].text()
 
 
 def test_without_a_summary_the_system_block_and_the_newest_message() -> None:
     _, sent = send(chain(), (user("hello"),), summary=False)
     assert marked(sent.system_blocks()) == [1]
-    assert marked(sent.messages[0].blocks()) == [0]
+    assert marked(sent.sent_messages()[0].blocks()) == [0]
     assert count_breakpoints(sent) == 2
 
 
 def test_the_summary_breakpoint_goes_on_its_last_block() -> None:
     summary = Message(role="user", content=(TextBlock(text="a"), TextBlock(text="b")))
     _, sent = send(chain(), (summary, assistant("ok"), user("go")), summary=True)
-    assert marked(sent.messages[0].blocks()) == [1]
+    assert marked(sent.sent_messages()[0].blocks()) == [1]
 
 
 def test_caching_off_changes_nothing_at_all() -> None:
@@ -150,8 +150,8 @@ def test_caching_off_changes_nothing_at_all() -> None:
 def test_without_the_assembly_note_no_system_breakpoint() -> None:
     _, sent = send(chain(), compacted(), summary=True, with_assembly=False)
     assert marked(sent.system_blocks()) == []
-    assert marked(sent.messages[0].blocks()) == [0]
-    assert marked(sent.messages[-1].blocks()) == [0]
+    assert marked(sent.sent_messages()[0].blocks()) == [0]
+    assert marked(sent.sent_messages()[-1].blocks()) == [0]
 
 
 def batch(size: int, start: int = 0) -> tuple[Message, Message]:
@@ -173,15 +173,15 @@ def test_a_large_parallel_batch_gets_a_bridge_to_the_previous_call() -> None:
     _, sent = send(chain(), messages, summary=False)
     # 24 blocks after the previous call's last block: the newest breakpoint alone could
     # not see it, so that block is marked too (it is read, not written again).
-    assert marked(sent.messages[0].blocks()) == [0]
-    assert marked(sent.messages[2].blocks()) == [11]
+    assert marked(sent.sent_messages()[0].blocks()) == [0]
+    assert marked(sent.sent_messages()[2].blocks()) == [11]
     assert count_breakpoints(sent) == 3
 
 
 def test_a_small_batch_needs_no_bridge() -> None:
     reply, results = batch(9)  # 18 blocks: within the look-back
     _, sent = send(chain(), (user("start"), reply, results), summary=False)
-    assert marked(sent.messages[0].blocks()) == []
+    assert marked(sent.sent_messages()[0].blocks()) == []
     assert count_breakpoints(sent) == 2
 
 
@@ -190,7 +190,7 @@ def test_bridge_newest_system_and_summary_fill_exactly_four() -> None:
     messages = (user("<summary>s</summary>"), assistant("ok"), user("go"), reply, results)
     _, sent = send(chain(), messages, summary=True)
     assert count_breakpoints(sent) == MAX_BREAKPOINTS
-    assert [marked(m.blocks()) for m in sent.messages] == [[0], [], [0], [], [11]]
+    assert [marked(m.blocks()) for m in sent.sent_messages()] == [[0], [], [0], [], [11]]
 
 
 def test_breakpoints_under_the_minimum_cacheable_length_are_not_placed() -> None:
@@ -204,7 +204,7 @@ def test_breakpoints_under_the_minimum_cacheable_length_are_not_placed() -> None
 
     sent = send_with(1024)
     assert marked(sent.system_blocks()) == []  # a few tokens of system: under the minimum
-    assert marked(sent.messages[-1].blocks()) == [0]  # the whole request is well over it
+    assert marked(sent.sent_messages()[-1].blocks()) == [0]  # the whole request is well over it
     assert count_breakpoints(send_with(100_000)) == 0
     assert count_breakpoints(send_with(0)) == 2
 
@@ -217,14 +217,14 @@ def test_never_more_than_four_breakpoints_the_newest_first() -> None:
 
     _, sent = send(chain(), messages, summary=True, tools=tools)  # 2 exist: room for two
     assert count_breakpoints(sent) == MAX_BREAKPOINTS
-    assert marked(sent.messages[-1].blocks()) == [0]
+    assert marked(sent.sent_messages()[-1].blocks()) == [0]
     assert marked(sent.system_blocks()) == [1]
-    assert marked(sent.messages[0].blocks()) == []
+    assert marked(sent.sent_messages()[0].blocks()) == []
 
     full = (*tools[:2], ToolDefinition(name="t8", cache_control=EPHEMERAL))
     _, sent = send(chain(), messages, summary=True, tools=full)  # 3 exist: room for one
     assert count_breakpoints(sent) == MAX_BREAKPOINTS
-    assert marked(sent.messages[-1].blocks()) == [0]
+    assert marked(sent.sent_messages()[-1].blocks()) == [0]
     assert marked(sent.system_blocks()) == []
 
     four = (*full, ToolDefinition(name="t9", cache_control=EPHEMERAL))
@@ -250,5 +250,5 @@ def test_automatic_caching_takes_a_slot() -> None:
 def test_an_existing_breakpoint_on_the_target_is_kept_as_is() -> None:
     summary = Message(role="user", content=(TextBlock(text="s", cache_control=ONE_HOUR),))
     _, sent = send(chain(), (summary, assistant("a"), user("b")), summary=True)
-    assert sent.messages[0].blocks()[0].cache_control == ONE_HOUR  # type: ignore[union-attr]
+    assert sent.sent_messages()[0].blocks()[0].cache_control == ONE_HOUR  # type: ignore[union-attr]
     assert count_breakpoints(sent) == 3
