@@ -29,7 +29,7 @@ from hango.middleware.evicted import (
     window_of,
 )
 from hango.middleware.pacing import Pacer
-from hango.middleware.presummary import Presummaries, Presummary
+from hango.middleware.presummary import Presummaries, Presummary, summary_job
 from hango.middleware.summary_route import SummaryRouter
 from hango.middleware.truncating import Truncating
 
@@ -58,22 +58,6 @@ class Compacting(Truncating):
     pacer: Pacer
     router: SummaryRouter
 
-    def _install_presummary(
-        self, call: ModelCall, reason: CompactionReason, tokens: int, plan: Plan
-    ) -> tuple[ModelCall | None, float]:
-        """The request with a pre-summary installed, and the seconds waited for it.
-
-        The ready one first while the one extending it is still in flight, then that one.
-        ``None`` when there is none or none can be installed: the normal path then runs.
-        """
-        waited = 0.0
-        for candidate in self.presummaries.take(call):
-            installed, waited_for = self._install_one(call, reason, tokens, plan, candidate)
-            waited += waited_for
-            if installed is not None:
-                return installed, waited
-        return None, waited
-
     def _install_one(
         self,
         call: ModelCall,
@@ -96,10 +80,7 @@ class Compacting(Truncating):
         kept_from_seq = ready.pending.to_seq + 1
         evicted = stored_before(call, kept_from_seq)
         path = conversation_history_path(call.session_id)
-        previous = call.run_state.latest
-        record = summary_record(
-            call, reason, tokens, kept_from_seq, evicted, previous, path, result
-        )
+        record = summary_record(call, reason, tokens, kept_from_seq, evicted, path, result)
         compacted = apply_record(call, record, index)
         if self.validator(compacted.request.messages):
             log.warning("session %s turn %d: pre-summary invalid here", call.session_id, call.turn)
@@ -144,8 +125,14 @@ class Compacting(Truncating):
     def _summarize(
         self, call: ModelCall, reason: CompactionReason, tokens: int, plan: Plan
     ) -> ModelCall:
-        installed, waited = self._install_presummary(call, reason, tokens, plan)
-        if installed is not None:
+        """A pre-summary installed (the ready one first while the one extending it is still
+        in flight, then that one), else the summary made now."""
+        waited = 0.0
+        for candidate in self.presummaries.take(call):
+            installed, waited_for = self._install_one(call, reason, tokens, plan, candidate)
+            waited += waited_for
+            if installed is None:
+                continue
             if reason == "threshold":
                 self.observer.summary_waited(call.session_id, call.turn, waited, presummarized=True)
             return installed
@@ -165,24 +152,14 @@ class Compacting(Truncating):
         offload_path = self._offload(call, evicted)
         if offload_path is None:
             return self._truncate(call, tokens) if reason == "overflow" else call
-        previous = call.run_state.latest
         empty = summary_record(
-            call, reason, tokens, kept_from_seq, evicted, previous, offload_path, _NO_SUMMARY
+            call, reason, tokens, kept_from_seq, evicted, offload_path, _NO_SUMMARY
         )
         room, hard_room = self._summary_rooms(call, empty, plan, tokens)
         replaced = self.figure.estimate.split(call.request, plan.boundary)[1]
         budget = briefing_budget(replaced, room)
-        job = SummaryJob(
-            session_id=call.session_id,
-            turn=call.turn,
-            from_seq=evicted[0].seq,
-            to_seq=evicted[-1].seq,
-            previous_summary=previous.summary if previous else None,
-            evicted=evicted,
-            model=self.profile.summarizer_model or call.request.model,
-            budget=budget,
-        )
-        routed = self.router.begin(call, job, plan.boundary, budget, self._summary)
+        job = summary_job(call, evicted, self.profile, budget)
+        routed = self.router.begin(call, plan.boundary, job, self._summary, replaced)
         fitted = fit_summary(
             routed.ask(job),
             job,
@@ -197,15 +174,7 @@ class Compacting(Truncating):
             waited = self.pacer.waited(time.monotonic() - waiting_since, before=already_waited)
             self.observer.summary_waited(call.session_id, call.turn, waited)
         record = summary_record(
-            call,
-            reason,
-            tokens,
-            kept_from_seq,
-            evicted,
-            previous,
-            offload_path,
-            result,
-            empty.artifacts,
+            call, reason, tokens, kept_from_seq, evicted, offload_path, result, empty.artifacts
         )
         compacted = apply_record(call, record, plan.boundary)
         violations = self.validator(compacted.request.messages)

@@ -66,13 +66,14 @@ def summary_record(
     tokens: int,
     kept_from_seq: int,
     evicted: Sequence[StoredMessage],
-    previous: CompactionRecord | None,
     offload_path: str,
     result: SummaryResult,
     artifacts: tuple[str, ...] | None = None,
 ) -> CompactionRecord:
     """The record of a summary that replaces ``evicted`` (made now, or ready beforehand);
     ``artifacts``: the range's merged artifact index when it is known already."""
+    if artifacts is None:
+        artifacts = _merged(call.run_state.latest, [artifact_index(evicted)])
     return CompactionRecord(
         user_request=evicted_request(call, kept_from_seq),
         at_turn=call.turn,
@@ -87,7 +88,7 @@ def summary_record(
         fallback_reason=result.fallback_reason,
         summary_usage=result.usage,
         route=result.route,
-        artifacts=merge_artifacts(previous, evicted) if artifacts is None else artifacts,
+        artifacts=artifacts,
     )
 
 
@@ -102,7 +103,7 @@ def _index_of(stored: Sequence[StoredMessage], seq: int) -> int:
 
 
 class ArtifactPrefixes:
-    """:func:`merge_artifacts` of ``previous`` with any prefix of ``stored``, each message's
+    """The artifacts of ``previous`` merged with any prefix of ``stored``, each message's
     artifacts found once: mechanical truncation weighs many cuts of the same range."""
 
     def __init__(self, previous: CompactionRecord | None, stored: Sequence[StoredMessage]):
@@ -115,12 +116,6 @@ class ArtifactPrefixes:
         for stored in self.stored[len(self._found) : count]:
             self._found.append(artifact_index((stored,)))
         return _merged(self.previous, self._found[:count])
-
-
-def merge_artifacts(
-    previous: CompactionRecord | None, evicted: Sequence[StoredMessage]
-) -> tuple[str, ...]:
-    return _merged(previous, [artifact_index(evicted)])
 
 
 def _merged(previous: CompactionRecord | None, found: Sequence[list[str]]) -> tuple[str, ...]:

@@ -33,7 +33,7 @@ from hango.history.paths import conversation_history_path
 from hango.middleware.base import ModelCall
 from hango.middleware.evicted import seq_at, stored_before, summary_record
 from hango.middleware.pacing import Pacer
-from hango.middleware.summary_route import RoutedSummary, SummaryRouter
+from hango.middleware.summary_route import PRESUMMARY_OPENING, RoutedSummary, SummaryRouter
 from hango.tokens.base import Estimator
 from hango.tokens.measure import RequestEstimate
 
@@ -143,8 +143,10 @@ class Presummaries:
         # The briefing's budget is a share of what it replaces, capped by the least room a
         # compaction at the trigger leaves its summary (compacting.py).
         budget = briefing_budget(before, self.profile.target_tokens // 4)
-        job = _job(call, evicted, extended, self.profile, budget)
-        routed = self._routed(call, job, at, None if extended is not None else before)
+        job = summary_job(call, evicted, self.profile, budget, extended)
+        # Routed now, on the turn's thread; an extension's range is priced as it is built.
+        reads = None if extended is not None else before
+        routed = self.router.begin(call, at, job, self._work, reads, PRESUMMARY_OPENING)
         # The dispatching turn's context (its trace span) goes along to the pool's thread.
         context = contextvars.copy_context()
         started = self.pacer.clock()
@@ -171,24 +173,9 @@ class Presummaries:
     def _frame(self, call: ModelCall, evicted: Sequence[StoredMessage], kept_from_seq: int) -> int:
         """Tokens of the head that installs this pre-summary, all but the summary's own (its
         frame, the artifact index, a quoted user request): what it keeps is judged with it."""
-        previous = call.run_state.latest
         path = conversation_history_path(call.session_id)
-        record = summary_record(
-            call, "threshold", 0, kept_from_seq, evicted, previous, path, _PLACEHOLDER
-        )
+        record = summary_record(call, "threshold", 0, kept_from_seq, evicted, path, _PLACEHOLDER)
         return self.estimator.estimate(head_message(record).text())
-
-    def _routed(
-        self, call: ModelCall, job: SummaryJob, at: int, before: int | None
-    ) -> RoutedSummary:
-        """The job routed now, on the turn's thread, its range priced as the job reads it:
-        a whole range from ``before``, the request's running estimate up to ``at``; an
-        extension (``None``: the messages past the pre-summary it extends, on top of that
-        one's text) as its request is built.
-        Priced from estimates of its parts, an extension's range came out low (the
-        request's framing uncounted) or high (the head around the text counted) by more
-        than the two routes differed (docs/benchmarks.md, "Shorter briefings")."""
-        return self.router.begin_presummary(call, at, job, self._work, before)
 
     def _summary(
         self,
@@ -324,15 +311,15 @@ def _carrying(result: SummaryResult, carried: SummaryResult) -> SummaryResult:
     return result.model_copy(update={"usage": usage, "route": route})
 
 
-def _job(
+def summary_job(
     call: ModelCall,
     evicted: tuple[StoredMessage, ...],
-    extended: Presummary | None,
     profile: ModelProfile,
     budget: int,
+    extended: Presummary | None = None,
 ) -> SummaryJob:
-    """The job of a pre-summary: its whole range on top of the last record's summary, or,
-    extending a ready one, only the messages past it on top of that one's text; its
+    """The job of a summary: its whole range on top of the last record's summary, or,
+    extending a ready pre-summary, only the messages past it on top of that one's text; its
     length budget asked for in its prompt."""
     previous = call.run_state.latest
     base = previous.summary if previous else None

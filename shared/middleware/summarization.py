@@ -32,13 +32,13 @@ from hango.compaction.jobs import HistoryOffloader, Summarizer
 from hango.compaction.record import CompactionReason
 from hango.compaction.validate import validate_messages
 from hango.core.messages import Message, Response
-from hango.core.profiles import FALLBACK_PRICE, ModelProfile, known_price
+from hango.core.profiles import ModelProfile
 from hango.middleware.base import Handler, ModelCall, PassThrough
 from hango.middleware.compacting import Compacting, Plan
 from hango.middleware.observer import LoopObserver, NullObserver
 from hango.middleware.pacing import Clock, Pacer
 from hango.middleware.presummary import Presummaries
-from hango.middleware.summary_route import RouterPrices, SummaryRouter
+from hango.middleware.summary_route import SummaryRouter
 from hango.middleware.token_figure import TokenFigure
 from hango.providers.base import Provider
 from hango.tokens.base import Estimator
@@ -62,11 +62,10 @@ class SummarizationMiddleware(Compacting, PassThrough):
         presummarize_pace: bool = True,
         clock: Clock = time.monotonic,
         summary_seconds: float | None = None,
-        router: SummaryRouter | None = None,
+        router: SummaryRouter,
     ) -> None:
         self.profile = profile
-        # Without a router of the wiring's: the range route, its cost still recorded.
-        self.router = router or _range_router(profile, estimator)
+        self.router = router
         self.estimator = estimator
         self.watermark = _watermark(profile, presummarize_frac)
         self.pacer = Pacer(
@@ -199,12 +198,6 @@ class SummarizationMiddleware(Compacting, PassThrough):
     def _presummary_due(self, call: ModelCall, tokens: int) -> bool:
         summarizer = self.profile.summarizer_model or call.request.model
         return self.pacer.due(call.session_id, tokens, self.profile.trigger_tokens, summarizer)
-
-
-def _range_router(profile: ModelProfile, estimator: Estimator) -> SummaryRouter:
-    summarizer = known_price(profile.summarizer_model) or FALLBACK_PRICE
-    prices = RouterPrices(agent=profile.price, summarizer=summarizer)
-    return SummaryRouter(prices=prices, estimator=estimator)
 
 
 def _watermark(profile: ModelProfile, frac: float | None) -> int | None:

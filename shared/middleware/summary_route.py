@@ -45,7 +45,6 @@ from hango.middleware.pacing import Clock
 from hango.providers.base import Provider
 from hango.summarizers.llm import DEFAULT_SUMMARY_MAX_TOKENS, summary_text
 from hango.tokens.base import Estimator
-from hango.tokens.measure import RequestEstimate
 
 log = logging.getLogger("hango.middleware.summarization")
 
@@ -147,48 +146,43 @@ class SummaryRouter:
         *,
         prices: RouterPrices,
         estimator: Estimator,
-        sent: SentRequests | None = None,
+        sent: SentRequests,
         prefix: PrefixSummarizer | None = None,
         caches: bool = False,
-        window: int | None = None,
+        window: int,
         setting: RouteSetting = "auto",
         closed: str = "no prefix summarizer in this process",
     ) -> None:
         self.prices = prices
         self.estimator = estimator
-        self.estimate = RequestEstimate(estimator)
         self._prompt = estimator.estimate(SUMMARY_SYSTEM_PROMPT)
         self.sent = sent
         self.prefix = prefix
         self.caches = caches
-        # The agent's window: the prefix plus the instruction must fit it (None: unchecked).
+        # The agent's window: the prefix plus the instruction must fit it.
         self.window = window
         self.setting = setting
         self.closed = closed
 
     def begin(
-        self, call: ModelCall, job: SummaryJob, boundary: int, room: int, by_range: RangeAsk
-    ) -> RoutedSummary:
-        """One compaction's summary, routed: ask it with ``RoutedSummary.ask``."""
-        # The range's size from the copy's running per-message estimates (the messages
-        # before the cut, the previous summary included, as the range prompt carries
-        # them), not from rendering and tokenizing the whole prompt just to price it.
-        evicted = self.estimate.split(call.request, boundary)[1]
-        choice = self._choose(call, boundary, room, self._prompt + evicted)
-        return RoutedSummary(self, choice, by_range)
-
-    def begin_presummary(
         self,
         call: ModelCall,
         boundary: int,
         job: SummaryJob,
         by_range: RangeAsk,
         evicted: int | None,
+        opening: str = "",
     ) -> RoutedSummary:
-        """A pre-summary's summary, routed when it is dispatched (on the turn's thread):
-        ``boundary`` is its cut in ``call``'s messages; its range route reads ``evicted``
-        tokens besides the summary prompt, or (``None``) ``job``'s request as built; its
-        expected output is the job's budget."""
+        """One compaction's summary, routed: ask it with ``RoutedSummary.ask``.
+
+        ``boundary`` is its cut in ``call``'s messages. The range route reads the summary
+        prompt and ``evicted`` tokens (the copy's running estimates of the messages before
+        the cut: no prompt rendered just to price it), or (``None``: a pre-summary's
+        extension) ``job``'s request as built; the expected output is the job's budget.
+        Priced from estimates of its parts, an extension's range came out low (the request's
+        framing uncounted) or high (the head around the text counted) by more than the two
+        routes differed (docs/benchmarks.md, "Shorter briefings").
+        """
         room = job.budget or 0
         if evicted is None:
             request = build_summary_request(job, model=job.model, max_tokens=room)
@@ -196,7 +190,7 @@ class SummaryRouter:
         else:
             reads = self._prompt + evicted
         choice = self._choose(call, boundary, room, reads)
-        return RoutedSummary(self, choice, by_range, opening=PRESUMMARY_OPENING)
+        return RoutedSummary(self, choice, by_range, opening=opening)
 
     def presummarized(self, result: SummaryResult) -> SummaryResult:
         """A pre-summary's result with its route: as routed at dispatch, else the range."""
@@ -219,7 +213,7 @@ class SummaryRouter:
         # The reply shares the window with the prefix: room for half the expected summary
         # (its budget) at least; a reply cut off at the window, or a request the API refuses
         # as too long with its max_tokens, falls back to the range route.
-        if self.window is not None and sent.tokens + instruction + output // 2 > self.window:
+        if sent.tokens + instruction + output // 2 > self.window:
             return _Choice(
                 "range", "the prefix and its summary would not fit the window", None, by_range
             )
@@ -234,11 +228,11 @@ class SummaryRouter:
         """Why the prefix route is closed (``None``: open), the sent request, messages kept."""
         if not self.caches:
             return "the provider does not cache prompts", None, 0
-        sent = self.sent.last(call.session_id) if self.sent is not None else None
+        sent = self.sent.last(call.session_id)
         if self.prefix is None or sent is None:
             reason = self.closed if self.prefix is None else "no request sent in this process"
             return reason, None, 0
-        age = self.sent.clock() - sent.at if self.sent is not None else 0.0
+        age = self.sent.clock() - sent.at
         if age > CACHE_TTL_SECONDS:
             return f"cold prefix: last sent {age:.0f} s ago (cache TTL 300 s)", None, 0
         kept = _kept_verbatim(call, sent.request, boundary)
