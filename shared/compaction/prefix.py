@@ -35,16 +35,14 @@ def prefix_instruction(kept_verbatim: int, max_tokens: int | None) -> str:
     )
 
 
-def prefix_request(sent: Request, instruction: str, max_tokens: int) -> Request | str:
-    """``sent`` with ``instruction`` appended after its rolling breakpoint, or why not.
+def prefix_request(sent: Request, instruction: str, max_tokens: int) -> Request:
+    """``sent`` (one :func:`prefix_problem` passes) with ``instruction`` appended after its
+    rolling breakpoint.
 
     Only the last message changes, by one text block after its marked last block: every
     byte through the breakpoint is the bytes the provider cached. ``max_tokens`` does not
     take part in the cache; with thinking on it stays as sent (it must exceed the budget).
     """
-    problem = prefix_problem(sent)
-    if problem is not None:
-        return problem
     messages = sent.sent_messages()  # with the breakpoints the provider cached
     appended = Message(role="user", content=(*messages[-1].blocks(), TextBlock(text=instruction)))
     thinking = (sent.model_extra or {}).get("thinking") is not None

@@ -75,7 +75,6 @@ class Compacting(Truncating):
             return None, 0.0
         waiting_since = time.monotonic()
         result, ready_at, _ = ready.work.result()
-        result = self.router.presummarized(result)
         waited = self.pacer.waited(time.monotonic() - waiting_since, ready_at)
         kept_from_seq = ready.pending.to_seq + 1
         evicted = stored_before(call, kept_from_seq)

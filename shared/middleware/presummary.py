@@ -67,16 +67,6 @@ class Presummary:
     # Where its job's result is found (an extension of it names this to a worker).
     ref: JobRef | None = None
 
-    def candidates(self, pacer: Pacer) -> tuple[Presummary, ...]:
-        """What to try at the trigger, in order: what is ready first, then what is not."""
-        if self.fallback is None or pacer.is_ready(self.started, self.work):
-            return (self,)
-        return (self.fallback, self)
-
-
-# What a pre-summary's thread does: the summary (the middleware's, with its fallback).
-Work = Callable[[SummaryJob], SummaryResult]
-
 
 class Presummaries:
     """The pre-summaries of one middleware's sessions, at most one per session."""
@@ -87,7 +77,7 @@ class Presummaries:
         profile: ModelProfile,
         estimator: Estimator,
         estimate: RequestEstimate,
-        work: Work,
+        work: Callable[[SummaryJob], SummaryResult],
         pacer: Pacer,
         router: SummaryRouter,
     ) -> None:
@@ -273,13 +263,16 @@ class Presummaries:
             work.exception()  # waits; a failure is the caller's to report, not this one's
 
     def take(self, call: ModelCall) -> tuple[Presummary, ...]:
-        """The session's pre-summaries to try at the trigger, in order (none pending after)."""
+        """The session's pre-summaries to try at the trigger, in order (none pending after):
+        what is ready first, then what is not."""
         with self._lock:
             newest = self.items.pop(call.session_id, None)
         if newest is None:
             return ()
         call.state.presummarize(None)
-        return newest.candidates(self.pacer)
+        if newest.fallback is None or self.pacer.is_ready(newest.started, newest.work):
+            return (newest,)
+        return (newest.fallback, newest)
 
     def index_to_install(
         self, call: ModelCall, ready: Presummary, first_real: int, boundary: int

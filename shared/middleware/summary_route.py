@@ -7,13 +7,10 @@ prefix route is closed (the range route is taken, the reason recorded).
 
 A pre-summary (made ahead of the trigger on a pool thread) is routed by the same rule
 when it is dispatched: the prefix is the request the session sent last (answered, so
-warm), the instruction names the messages the pre-summary's cut keeps, and its expected
-range cost is the job's own range: a whole range from the request's running estimates,
-an extension (only the messages past a pre-summary it extends, on top of that one's text)
-as its range request is built. A prefix reply that calls a tool, is empty or fails falls
-back to the range route; its cost stays in the record's real cost. Queued summaries take
-the range route (the prefix route needs the exact last request, which only this process
-holds).
+warm) and the instruction names the messages the pre-summary's cut keeps. A prefix reply
+that calls a tool, is empty or fails falls back to the range route; its cost stays in the
+record's real cost. Queued summaries take the range route (the prefix route needs the
+exact last request, which only this process holds).
 """
 
 from __future__ import annotations
@@ -52,7 +49,6 @@ PREFIX_SUMMARIZER = "prefix"
 # The range route as the middleware asks it (its own fallback included).
 RangeAsk = Callable[[SummaryJob], SummaryResult]
 
-PRESUMMARY_REASON = "pre-summary: made ahead of the trigger, over the range"
 # What a pre-summary's route reason opens with (the record tells it from the trigger's).
 PRESUMMARY_OPENING = "pre-summary: "
 
@@ -192,14 +188,6 @@ class SummaryRouter:
         choice = self._choose(call, boundary, room, reads)
         return RoutedSummary(self, choice, by_range, opening=opening)
 
-    def presummarized(self, result: SummaryResult) -> SummaryResult:
-        """A pre-summary's result with its route: as routed at dispatch, else the range."""
-        if result.route is not None:
-            return result
-        cost = usage_cost(result.usage, self.prices.summarizer)
-        route = SummaryRoute(name="range", reason=PRESUMMARY_REASON, cost_usd=cost)
-        return result.model_copy(update={"route": route})
-
     def _choose(self, call: ModelCall, boundary: int, room: int, reads: int) -> _Choice:
         """``reads``: the range route's input tokens."""
         output = min(room, DEFAULT_SUMMARY_MAX_TOKENS)
@@ -284,10 +272,7 @@ class RoutedSummary:
             return _failed("no previous request")
         instruction = prefix_instruction(self.choice.kept, job.asked_length())
         cap = job.reply_cap(DEFAULT_SUMMARY_MAX_TOKENS)
-        request = prefix_request(sent.request, instruction, cap)
-        if isinstance(request, str):
-            return _failed(request)
-        result = prefix.summarize(job, request)
+        result = prefix.summarize(job, prefix_request(sent.request, instruction, cap))
         self.spent += usage_cost(result.usage, self.router.prices.agent)
         return result
 
