@@ -130,10 +130,8 @@ class SummaryLatencies:
 
 
 def calls_to_trigger(tokens: int, trigger: int, growth: int) -> int | None:
-    """How many calls after this one the request could first be over ``trigger``.
-
-    ``None`` when it cannot grow (no growth seen): there is no projection to act on.
-    """
+    """How many calls after this one the request could first be over ``trigger`` (``None``
+    without growth: there is no projection to act on)."""
     if tokens > trigger:
         return 0
     if growth <= 0:

@@ -193,13 +193,9 @@ class Compacting(Truncating):
     def _summary_rooms(
         self, call: ModelCall, empty: CompactionRecord, plan: Plan, tokens: int
     ) -> tuple[int, int]:
-        """The summary's room under the target and under the window, in estimator tokens.
-
-        Measured against what no truncation can remove (the fixed part, the head's frame,
-        the newest group), in the units that decided to compact: under the target, half
-        of what it leaves there but at least a quarter of the target; under the window,
-        all that the window leaves.
-        """
+        """The summary's room under the target and under the window, in estimator tokens:
+        measured against what no truncation can remove (the fixed part, the head's frame,
+        the newest group), in the units that decided to compact."""
         estimate = self.figure.estimate(call.request)
         scale = tokens / estimate if tokens > 0 and estimate > 0 else 1.0
         newest = max(plan.boundary, plan.newest_start)

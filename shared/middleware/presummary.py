@@ -89,7 +89,10 @@ class Presummaries:
         self.router = router
         self.items: dict[str, Presummary] = {}
         self._lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
+        # Its threads start with the first pre-summary submitted.
+        self._threads = ThreadPoolExecutor(
+            PRESUMMARY_THREADS, thread_name_prefix="hango-presummary"
+        )
 
     def dispatch(self, call: ModelCall, tokens: int, boundary: Callable[[int], int | None]) -> None:
         """Dispatch, without waiting, what a compaction at the trigger will need.
@@ -142,7 +145,7 @@ class Presummaries:
         started = self.pacer.clock()
         carried = None if extended is None else extended.work.result()[0]
         frame = self._frame(call, evicted, pending.to_seq + 1)
-        work = self._threads().submit(
+        work = self._threads.submit(
             context.run, self._summary, routed, job, started, carried, frame
         )
         fallback = None if extended is None else dataclasses.replace(extended, fallback=None)
@@ -214,14 +217,6 @@ class Presummaries:
         within = self.pacer.growth_within_horizon(call.session_id, summarizer)
         trigger, target = profile.trigger_tokens, profile.target_tokens
         return outgrows(kept_tokens, tokens, trigger, target, growth, within)
-
-    def _threads(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(
-                    PRESUMMARY_THREADS, thread_name_prefix="hango-presummary"
-                )
-            return self._executor
 
     def still_valid(self, call: ModelCall, ready: Presummary) -> bool:
         """The pre-summary covers these very messages on top of the same previous summary.

@@ -194,9 +194,10 @@ class SummaryRouter:
         by_range = expected_range_cost(reads, output, self.prices.summarizer)
         if self.setting == "range":
             return _Choice("range", "HANGO_SUMMARY_ROUTE=range", None, by_range)
-        closed, sent, kept = self._open(call, boundary)
-        if closed is not None or sent is None:
-            return _Choice("range", closed or self.closed, None, by_range)
+        opened = self._open(call, boundary)
+        if isinstance(opened, str):
+            return _Choice("range", opened, None, by_range)
+        sent, kept = opened
         instruction = self.estimator.estimate(prefix_instruction(kept, None))
         # The reply shares the window with the prefix: room for half the expected summary
         # (its budget) at least; a reply cut off at the window, or a request the API refuses
@@ -212,21 +213,21 @@ class SummaryRouter:
             name, reason = "prefix", "HANGO_SUMMARY_ROUTE=prefix"
         return _Choice(name, reason, by_prefix, by_range, sent, kept)
 
-    def _open(self, call: ModelCall, boundary: int) -> tuple[str | None, SentRequest | None, int]:
-        """Why the prefix route is closed (``None``: open), the sent request, messages kept."""
+    def _open(self, call: ModelCall, boundary: int) -> str | tuple[SentRequest, int]:
+        """Why the prefix route is closed, or the sent request and how many of its messages
+        the cut keeps."""
         if not self.caches:
-            return "the provider does not cache prompts", None, 0
+            return "the provider does not cache prompts"
         sent = self.sent.last(call.session_id)
         if self.prefix is None or sent is None:
-            reason = self.closed if self.prefix is None else "no request sent in this process"
-            return reason, None, 0
+            return self.closed if self.prefix is None else "no request sent in this process"
         age = self.sent.clock() - sent.at
         if age > CACHE_TTL_SECONDS:
-            return f"cold prefix: last sent {age:.0f} s ago (cache TTL 300 s)", None, 0
+            return f"cold prefix: last sent {age:.0f} s ago (cache TTL 300 s)"
         kept = _kept_verbatim(call, sent.request, boundary)
         if kept is None:
-            return "the evicted range is not inside the previous request", None, 0
-        return prefix_problem(sent.request), sent, kept
+            return "the evicted range is not inside the previous request"
+        return prefix_problem(sent.request) or (sent, kept)
 
 
 def _kept_verbatim(call: ModelCall, sent: Request, boundary: int) -> int | None:
