@@ -47,8 +47,7 @@ def evicted_request(call: ModelCall, kept_from_seq: int) -> str | None:
     opening = stored[first] if first < len(stored) and stored[first].turn == call.turn else None
     if opening is None or not opens_a_turn(opening.message):
         previous = call.run_state.latest
-        same_turn = previous is not None and previous.at_turn == call.turn
-        return previous.user_request if same_turn and previous is not None else None
+        return previous.user_request if previous and previous.at_turn == call.turn else None
     if opening.seq >= kept_from_seq:
         return None
     text = opening.message.text()

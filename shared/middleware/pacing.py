@@ -93,10 +93,6 @@ class Pacer:
             return self.summary_seconds
         return self.latencies.expected(summarizer)
 
-    def timing(self, summarizer: Summarizer) -> Summarizer:
-        """``summarizer``, its latency recorded under the job's model on every summary."""
-        return _Timed(summarizer, self)
-
     def took(self, model: str, seconds: float) -> None:
         """A summary by ``model`` took ``seconds`` (on a simulated clock: its latency)."""
         simulated = self.summary_seconds
@@ -142,7 +138,9 @@ class SteppedClock:
 
 
 @dataclass(frozen=True)
-class _Timed:
+class Timed:
+    """``inner``, its latency recorded under the job's model on every summary."""
+
     inner: Summarizer
     pacer: Pacer
 

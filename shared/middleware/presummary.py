@@ -106,13 +106,12 @@ class Presummaries:
         """
         with self._lock:
             current = self.items.get(call.session_id)
-        usable = current is not None and self.still_valid(call, current)
-        if usable and current is not None and not self._outgrown(call, current, tokens):
+        extended = current if current is not None and self.still_valid(call, current) else None
+        if extended is not None and not self._outgrown(call, extended, tokens):
             return
         trigger = self.profile.trigger_tokens
         at = boundary(self.pacer.messages_ahead(call.session_id, tokens, trigger))
         evicted = () if at is None else stored_before(call, seq_at(call, at))
-        extended = current if usable else None
         if at is None or not evicted or (extended and evicted[-1].seq <= extended.pending.to_seq):
             return  # nothing, or nothing more than the pre-summary it would replace covers
         self._start(call, evicted, extended, at)
@@ -185,7 +184,7 @@ class Presummaries:
         began = time.monotonic()
         result = routed.finish(routed.ask(job))
         if result.route is not None and result.route.name == "prefix":
-            # The range route times itself (``Pacer.timing``); the prefix one is timed here,
+            # The range route times itself (``pacing.Timed``); the prefix one is timed here,
             # under the job's model: the next start is paced on what summaries take.
             self.pacer.took(job.model, time.monotonic() - began)
         if carried is not None:

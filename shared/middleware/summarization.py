@@ -36,7 +36,7 @@ from hango.core.profiles import ModelProfile
 from hango.middleware.base import Handler, ModelCall, PassThrough
 from hango.middleware.compacting import Compacting, Plan
 from hango.middleware.observer import LoopObserver, NullObserver
-from hango.middleware.pacing import Clock, Pacer
+from hango.middleware.pacing import Clock, Pacer, Timed
 from hango.middleware.presummary import Presummaries
 from hango.middleware.summary_route import SummaryRouter
 from hango.middleware.token_figure import TokenFigure
@@ -75,7 +75,7 @@ class SummarizationMiddleware(Compacting, PassThrough):
             summary_seconds=summary_seconds,
         )
         # Timed: each summary's latency, per summarizer model, feeds the pace's start rule.
-        self.summarizer = self.pacer.timing(summarizer)
+        self.summarizer = Timed(summarizer, self.pacer)
         self.offloader = offloader
         self.observer = observer or NullObserver()
         self.validator = validate_messages

@@ -7,7 +7,7 @@ from concurrent.futures import Future
 
 from hango.compaction.jobs import SummaryJob, SummaryResult
 from hango.compaction.pace import PRIOR_SUMMARY_SECONDS
-from hango.middleware.pacing import Pacer, SteppedClock
+from hango.middleware.pacing import Pacer, SteppedClock, Timed
 
 
 def grown(pacer: Pacer, clock: SteppedClock, rounds: list[int], seconds: float) -> int:
@@ -68,7 +68,7 @@ class Echo:
 
 def test_latency_is_recorded_per_summarizer_model() -> None:
     pacer = Pacer(watermark=0, clock=SteppedClock(), summary_seconds=7.0)
-    timed = pacer.timing(Echo())
+    timed = Timed(Echo(), pacer)
     job = SummaryJob(
         session_id="s", turn=1, from_seq=1, to_seq=1, previous_summary=None, evicted=(),
         model="small",
