@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial, reduce
+from functools import partial
 
 from hango.compaction.head import head_message
 from hango.compaction.outgoing import OutgoingCopy
@@ -37,6 +37,7 @@ from hango.core.messages import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
+    summed_usage,
 )
 from hango.core.price import Price
 from hango.core.profiles import FALLBACK_PRICE
@@ -461,11 +462,10 @@ class AgentLoop:
 
     def append_many(self, ctx: TurnContext, batch: Sequence[Message]) -> list[StoredMessage]:
         """Store ``batch`` in one transaction (a client re-sending its history appends many)."""
-        rows = [(message, self._estimate(message)) for message in batch]
-        stored = self.store.append_messages(ctx.session_id, ctx.turn, rows, ctx.lease)
-        cached = ctx.memory.transcript
+        stored = self.store.append_messages(ctx.session_id, ctx.turn, self._rows(batch), ctx.lease)
         if stored and ctx.memory.last_seq == stored[0].seq - 1:
-            cached.extend(stored)  # in step with the store: keep the very same objects
+            # In step with the store: keep the very same objects.
+            ctx.memory.transcript.extend(stored)
         elif stored:
             ctx.in_step = False  # someone else appended too: read the store again
         return stored
@@ -478,27 +478,26 @@ class AgentLoop:
         the lease that knows the store's newest ``seq`` is ``stored_last``; None when the
         memory is not in step with that (then ``append_many``).
         """
-        cached = ctx.memory.transcript
         if not batch or ctx.memory.last_seq != stored_last:
             return None
-        rows = [(message, self._estimate(message)) for message in batch]
         expected = [
             StoredMessage(seq=stored_last + 1 + offset, turn=ctx.turn, message=message)
             for offset, message in enumerate(batch)
         ]
-        cached.extend(expected)
+        ctx.memory.transcript.extend(expected)
         ctx.in_step = True  # the store has nothing past stored_last (the lease holds it)
-        return PendingAppend(self, ctx, rows, expected, ctx.holder.state)
+        return PendingAppend(self, ctx, self._rows(batch), expected, ctx.holder.state)
 
     def forget(self, session_id: str) -> None:
         """Drop what memory holds of the session: its next turn reads the store."""
         self._memory.discard(session_id)
 
-    def _estimate(self, message: Message) -> MessageEstimate | None:
-        if self.estimates is None:
-            return None
-        tokens = self.estimates.estimate_message(message)
-        return MessageEstimate(self.estimates.signature, tokens)
+    def _rows(self, batch: Sequence[Message]) -> list[tuple[Message, MessageEstimate | None]]:
+        """Each message with the figure stored beside it (none: no estimator keeps them)."""
+        keeps = self.estimates
+        if keeps is None:
+            return [(message, None) for message in batch]
+        return [(m, MessageEstimate(keeps.signature, keeps.estimate_message(m))) for m in batch]
 
     def call_model(self, ctx: TurnContext) -> Response:
         """One model call through the chain, walking the overflow ladder if needed."""
@@ -677,8 +676,7 @@ def _refuse_unusable(response: Response) -> None:
 
 def summarizer_usage(records: Sequence[CompactionRecord]) -> Usage | None:
     """The summarizer's usage over ``records``, added up; ``None`` when none reported any."""
-    usages = [record.summary_usage for record in records if record.summary_usage is not None]
-    return reduce(Usage.plus, usages) if usages else None
+    return summed_usage(*(record.summary_usage for record in records))
 
 
 UNANSWERED = "[no reply: the previous turn ended before the model answered these tool results]"

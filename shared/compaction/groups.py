@@ -17,28 +17,21 @@ from itertools import accumulate
 from hango.core.messages import Message
 
 
-def _answered_spans(messages: Sequence[Message]) -> list[tuple[int, int]]:
-    """``(use_index, result_index)`` for every tool_result whose tool_use comes earlier."""
+def _forbidden_cuts(messages: Sequence[Message]) -> list[bool]:
+    """``forbidden[i]`` is true when cutting before message ``i`` splits a use from its result."""
+    # Difference array over cut positions: a tool_result at r answering a tool_use at u < r
+    # forbids every cut in u+1 .. r.
+    depth = [0] * (len(messages) + 1)
     used_at: dict[str, int] = {}
-    spans: list[tuple[int, int]] = []
     for index, message in enumerate(messages):
         for result in message.tool_results():
             use_index = used_at.get(result.tool_use_id)
             if use_index is not None and use_index < index:
-                spans.append((use_index, index))
+                depth[use_index + 1] += 1
+                depth[index + 1] -= 1
         for use in message.tool_uses():
             # The first occurrence anchors the id; a duplicate id is the validator's business.
             used_at.setdefault(use.id, index)
-    return spans
-
-
-def _forbidden_cuts(messages: Sequence[Message]) -> list[bool]:
-    """``forbidden[i]`` is true when cutting before message ``i`` splits a use from its result."""
-    # Difference array over cut positions: a span (u, r) forbids every cut in u+1 .. r.
-    depth = [0] * (len(messages) + 1)
-    for use_index, result_index in _answered_spans(messages):
-        depth[use_index + 1] += 1
-        depth[result_index + 1] -= 1
     return [open_spans > 0 for open_spans in accumulate(depth[: len(messages)])]
 
 

@@ -395,16 +395,8 @@ class Usage(WireModel):
         def both(a: int | None, b: int | None) -> int | None:
             return None if a is None and b is None else (a or 0) + (b or 0)
 
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_creation_input_tokens=both(
-                self.cache_creation_input_tokens, other.cache_creation_input_tokens
-            ),
-            cache_read_input_tokens=both(
-                self.cache_read_input_tokens, other.cache_read_input_tokens
-            ),
-        )
+        fields = Usage.model_fields
+        return Usage.model_validate({f: both(getattr(self, f), getattr(other, f)) for f in fields})
 
 
 def summed_usage(*usages: Usage | None) -> Usage | None:

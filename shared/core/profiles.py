@@ -38,7 +38,6 @@ profile says whether its price is known.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import re
@@ -277,30 +276,31 @@ class Profiles:
 
     def price(self, model: str) -> Price:
         """``model``'s price alone: no window is resolved, so none is warned about."""
-        override = self._overrides.get(model) or self._overrides.get(base_model_id(model))
-        price: Price = _rates_of(model, override)["price"]
+        price: Price = _rates_of(model, self._override(model))["price"]
         return price
 
-    def _build(self, model: str) -> ModelProfile:
-        base = base_model_id(model)
-        override = self._overrides.get(model) or self._overrides.get(base)
-        profile = self._window_profile(model, base, override)
-        return dataclasses.replace(profile, **_rates_of(model, override))
+    def _override(self, model: str) -> ProfileOverride | None:
+        return self._overrides.get(model) or self._overrides.get(base_model_id(model))
 
-    def _window_profile(
-        self, model: str, base: str, override: ProfileOverride | None
-    ) -> ModelProfile:
-        if override is not None:
-            return self._profile(
-                model,
-                override.max_input_tokens,
-                trigger_frac=override.trigger_frac,
-                keep_frac=override.keep_frac,
-                summarizer_model=override.summarizer_model,
-            )
-        window = self._windows.get(base)
-        if window is not None:
-            return self._profile(model, window)
+    def _build(self, model: str) -> ModelProfile:
+        override = self._override(model)
+        window = override.max_input_tokens if override else self._windows.get(base_model_id(model))
+        if window is None:
+            return self._fallback(model)
+        # The override's fields win; its fractions are never 0, so ``or`` falls back on None.
+        given = override or ProfileOverride(max_input_tokens=window)
+        return ModelProfile(
+            model=model,
+            max_input_tokens=window,
+            trigger_frac=given.trigger_frac or self._trigger_frac,
+            keep_frac=given.keep_frac or self._keep_frac,
+            summarizer_model=given.summarizer_model or self._summarizer_model or model,
+            known=True,
+            target_frac=self._target_frac,
+            **_rates_of(model, override),
+        )
+
+    def _fallback(self, model: str) -> ModelProfile:
         return ModelProfile(
             model=model,
             max_input_tokens=FALLBACK_MAX_INPUT_TOKENS,
@@ -310,25 +310,7 @@ class Profiles:
             summarizer_model=self._summarizer_model or model,
             known=False,
             target_frac=self._target_frac,
-        )
-
-    def _profile(
-        self,
-        model: str,
-        max_input_tokens: int,
-        *,
-        trigger_frac: float | None = None,
-        keep_frac: float | None = None,
-        summarizer_model: str | None = None,
-    ) -> ModelProfile:
-        return ModelProfile(
-            model=model,
-            max_input_tokens=max_input_tokens,
-            trigger_frac=self._trigger_frac if trigger_frac is None else trigger_frac,
-            keep_frac=self._keep_frac if keep_frac is None else keep_frac,
-            summarizer_model=summarizer_model or self._summarizer_model or model,
-            known=True,
-            target_frac=self._target_frac,
+            **_rates_of(model, None),
         )
 
 

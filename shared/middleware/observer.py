@@ -7,8 +7,9 @@ must not raise: an observer that fails is a bug in the observer, never a failed 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from typing import Any
 
 from hango.compaction.record import CompactionRecord
 from hango.core.messages import Request, Response
@@ -55,6 +56,16 @@ class NullObserver(LoopObserver):
     """Observes nothing; subclass it and override the hooks you need."""
 
 
+def _fanned_out(hook: str) -> Callable[..., None]:
+    """The hook ``hook`` of :class:`Observers`: the same call made on every observer."""
+
+    def call_each(self: Observers, *args: Any, **kwargs: Any) -> None:
+        for observer in self._observers:
+            getattr(observer, hook)(*args, **kwargs)
+
+    return call_each
+
+
 class Observers(LoopObserver):
     """Fans every hook out to several observers."""
 
@@ -68,36 +79,11 @@ class Observers(LoopObserver):
                 stack.enter_context(observer.turn(session_id, turn))
             yield
 
-    def request_sent(self, session_id: str, turn: int, request: Request, input_tokens: int) -> None:
-        for observer in self._observers:
-            observer.request_sent(session_id, turn, request, input_tokens)
-
-    def response_received(self, session_id: str, turn: int, response: Response) -> None:
-        for observer in self._observers:
-            observer.response_received(session_id, turn, response)
-
-    def compacted(self, session_id: str, record: CompactionRecord) -> None:
-        for observer in self._observers:
-            observer.compacted(session_id, record)
-
-    def overflow_retry(self, session_id: str, turn: int, rung: str) -> None:
-        for observer in self._observers:
-            observer.overflow_retry(session_id, turn, rung)
-
-    def tool_args_truncated(self, session_id: str, turn: int, count: int) -> None:
-        for observer in self._observers:
-            observer.tool_args_truncated(session_id, turn, count)
-
-    def token_figure(self, session_id: str, turn: int, source: str, correction: float) -> None:
-        for observer in self._observers:
-            observer.token_figure(session_id, turn, source, correction)
-
-    def invalid_request_blocked(self, session_id: str, turn: int, violations: list[str]) -> None:
-        for observer in self._observers:
-            observer.invalid_request_blocked(session_id, turn, violations)
-
-    def summary_waited(
-        self, session_id: str, turn: int, seconds: float, *, presummarized: bool = False
-    ) -> None:
-        for observer in self._observers:
-            observer.summary_waited(session_id, turn, seconds, presummarized=presummarized)
+    request_sent = _fanned_out("request_sent")
+    response_received = _fanned_out("response_received")
+    compacted = _fanned_out("compacted")
+    overflow_retry = _fanned_out("overflow_retry")
+    tool_args_truncated = _fanned_out("tool_args_truncated")
+    token_figure = _fanned_out("token_figure")
+    invalid_request_blocked = _fanned_out("invalid_request_blocked")
+    summary_waited = _fanned_out("summary_waited")

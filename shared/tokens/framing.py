@@ -21,14 +21,13 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from hango.core.identity import IdentityCache
 from hango.core.messages import (
     ContentBlock,
     ImageBlock,
     Message,
-    OtherBlock,
     RedactedThinkingBlock,
     Request,
     TextBlock,
@@ -108,7 +107,7 @@ class FramedEstimator:
         if isinstance(request.system, str):
             return self._system_string(request.system)
         return sum(
-            self._system_blocks.get(block, self._text_block_tokens_of)
+            self._system_blocks.get(block, lambda block: self._text_block_tokens(block.text))
             for block in request.system_blocks()
         )
 
@@ -126,17 +125,14 @@ class FramedEstimator:
     def _text_block_tokens(self, text: str) -> int:
         return BLOCK_OVERHEAD + self.estimate(text)
 
-    def _text_block_tokens_of(self, block: TextBlock) -> int:
-        return self._text_block_tokens(block.text)
-
     def _message_tokens(self, message: Message) -> int:
-        content = 0.0
-        framing = MESSAGE_OVERHEAD
-        for block in message.blocks():
-            block_content, block_framing = self._block_cost(block)
-            content += block_content
-            framing += block_framing
-        return _round_up(content) + framing
+        content, framing = self._blocks_cost(message.blocks())
+        return _round_up(content) + MESSAGE_OVERHEAD + framing
+
+    def _blocks_cost(self, blocks: Sequence[ContentBlock]) -> tuple[float, int]:
+        """(text tokens, framing tokens) of ``blocks``, added up."""
+        costs = [self._block_cost(block) for block in blocks]
+        return sum(content for content, _ in costs), sum(framing for _, framing in costs)
 
     def _block_cost(self, block: ContentBlock) -> tuple[float, int]:
         """(text tokens, framing tokens) of one content block."""
@@ -152,27 +148,15 @@ class FramedEstimator:
             return self._text(block.thinking), BLOCK_OVERHEAD
         if isinstance(block, RedactedThinkingBlock):
             return self._text(block.data), BLOCK_OVERHEAD
-        return self._other_cost(block)
+        # Unmodelled blocks (documents, server tools, ...) are counted as their JSON.
+        return self._text(compact_json(block.to_api())), BLOCK_OVERHEAD
 
     def _tool_result_cost(self, block: ToolResultBlock) -> tuple[float, int]:
         if block.content is None or isinstance(block.content, str):
             return self._text(block.content or ""), TOOL_RESULT_OVERHEAD
-        content = 0.0
-        framing = TOOL_RESULT_OVERHEAD
-        for part in block.content:
-            if isinstance(part, ImageBlock):
-                framing += IMAGE_TOKENS
-            elif isinstance(part, OtherBlock):
-                content += self._other_cost(part)[0]
-                framing += BLOCK_OVERHEAD
-            else:
-                content += self._text(part.text)
-                framing += BLOCK_OVERHEAD
-        return content, framing
-
-    def _other_cost(self, block: OtherBlock) -> tuple[float, int]:
-        # Unmodelled blocks (documents, server tools, ...) are counted as their JSON.
-        return self._text(compact_json(block.to_api())), BLOCK_OVERHEAD
+        # Its parts (text, images, unmodelled blocks) cost what they cost in a message.
+        content, framing = self._blocks_cost(block.content)
+        return content, TOOL_RESULT_OVERHEAD + framing
 
     def _text(self, text: str) -> float:
         return self._count_text(text) if text else 0.0
