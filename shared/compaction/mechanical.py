@@ -11,18 +11,18 @@ smallest possible request still is.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from hango.compaction.groups import group_starts
 from hango.core.errors import CannotFitError
 from hango.core.messages import Message
 
 # Tokens of the whole request built from these messages (system and tools included).
-Measure = Callable[[tuple[Message, ...]], int]
+Measure = Callable[[Sequence[Message]], int]
 
 
 def drop_oldest_groups(
-    messages: tuple[Message, ...],
+    messages: Sequence[Message],
     *,
     head: Message,
     measure: Measure,
@@ -65,7 +65,7 @@ def drop_oldest_groups(
 
 
 def _no_boundary(
-    messages: tuple[Message, ...], measure: Measure, limit: int, min_keep_from: int
+    messages: Sequence[Message], measure: Measure, limit: int, min_keep_from: int
 ) -> CannotFitError:
     tokens = measure(messages)
     return CannotFitError(

@@ -15,7 +15,8 @@ changed because it made every change, and only three things change it:
   begins with what was seen): everything is redone from the stored messages.
 
 What the copy hands out is a :class:`~hango.core.sent.SentMessages` made at its current
-version, a real tuple: nothing it keeps is shared with a caller. Validation runs the rule
+version, a view of its list that never changes: a position a view holds is changed on a
+new list, never in place. Validation runs the rule
 functions of ``validate.py`` at the changed positions and their neighbours (everything
 after a restart or after any check that failed), never a second copy of the rules.
 """
@@ -246,7 +247,9 @@ class OutgoingCopy:
         # move of the cut changes (most messages have nothing to truncate).
         self._shortened: list[int] = []
         self._cut_blocks, self._cut_saved = Sums(), Sums()
+        # Changed in place only past ``_lent``, the positions no view handed out holds.
         self._sent: list[Message] = []
+        self._lent = 0
         self._json: list[bytes] = []
         self._tokens = Sums()
         self._checks = _Checks()
@@ -301,6 +304,8 @@ class OutgoingCopy:
             self._sent.append(message)
             self._json.append(message_json(message))
         else:
+            if index < self._lent:  # a view holds the position: it keeps the list it has
+                self._sent, self._lent = list(self._sent), 0
             self._sent[index] = message
             self._json[index] = message_json(message)
         if self.estimator is not None:
@@ -368,7 +373,8 @@ class OutgoingCopy:
     def _current(self) -> SentMessages:
         view = self._view
         if view is None or view.version != self.version:
-            view = self._view = SentMessages(self._sent, self, self.version)
+            self._lent = len(self._sent)
+            view = self._view = SentMessages(self._sent, self._lent, self, self.version)
         return view
 
     def _fine(self) -> bool:

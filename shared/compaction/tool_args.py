@@ -40,7 +40,7 @@ TRUNCATION_MARKER = re.compile(r"…\[truncated: \d+ chars, ~\d+ tokens; full co
 class TruncationResult:
     """The truncated messages and how many blocks were shortened.
 
-    ``messages`` is the very input tuple when nothing was shortened (``truncated == 0``).
+    ``messages`` is the very input sequence when nothing was shortened (``truncated == 0``).
     """
 
     messages: Sequence[Message]
@@ -115,7 +115,7 @@ class _Budget:
 
 
 def truncate_tool_args(
-    messages: tuple[Message, ...],
+    messages: Sequence[Message],
     *,
     protect_from: int,
     max_tokens: int,

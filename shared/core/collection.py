@@ -1,4 +1,4 @@
-"""A read-only view of an append-only list: a long session's history without copying it."""
+"""A read-only view of a list its owner never changes under it: a history, not copied."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ T = TypeVar("T")
 
 
 class Prefix(Sequence[T]):
-    """The first ``length`` items of a list its owner only ever appends to: as fixed as a
-    tuple of them (compares equal to one), without copying a long session's history."""
+    """The first ``length`` items of a list its owner never changes below ``length`` (it
+    appends, or changes a copy): as fixed as a tuple of them (compares equal to one),
+    without copying a long session's history."""
 
     __slots__ = ("_items", "_length")
 
@@ -46,6 +47,8 @@ class Prefix(Sequence[T]):
     def __eq__(self, other: Any) -> bool:
         if not isinstance(other, Sequence):
             return NotImplemented
+        if isinstance(other, Prefix) and other._items is self._items:
+            return other._length == self._length
         return len(other) == self._length and tuple(self) == tuple(other)
 
     def __hash__(self) -> int:

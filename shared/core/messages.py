@@ -22,9 +22,14 @@ from pydantic import (
     Discriminator,
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     Tag,
+    ValidatorFunctionWrapHandler,
+    WrapSerializer,
+    WrapValidator,
 )
 
+from hango.core.collection import Prefix
 from hango.core.identity import HeldMemo
 from hango.core.sent import live_view
 
@@ -227,10 +232,28 @@ class ToolDefinition(WireModel):
             super().model_post_init(context)
 
 
+def _fixed(value: Any, validate: ValidatorFunctionWrapHandler) -> Sequence[Message]:
+    if isinstance(value, Prefix):  # a copy's view: messages it made, as fixed as a tuple
+        return value
+    messages = validate(value)
+    return messages if isinstance(messages, tuple) else tuple(messages)
+
+
+def _as_tuple(messages: Sequence[Message], serialize: SerializerFunctionWrapHandler) -> Any:
+    return serialize(messages if isinstance(messages, tuple) else tuple(messages))
+
+
+Messages = Annotated[
+    Sequence[Message], WrapValidator(_fixed), WrapSerializer(_as_tuple, when_used="always")
+]
+"""A request's messages: a tuple, or a view an outgoing copy made that never changes
+(:class:`~hango.core.sent.SentMessages`, a :class:`~hango.core.collection.Prefix` of its list)."""
+
+
 class MarkedMessages(Sequence[Message]):
     """Messages read with a few positions in another form (:attr:`Request.marks`)."""
 
-    def __init__(self, messages: tuple[Message, ...], marks: Mapping[int, Message]) -> None:
+    def __init__(self, messages: Sequence[Message], marks: Mapping[int, Message]) -> None:
         self._messages, self._marks = messages, marks
 
     def __len__(self) -> int:
@@ -262,7 +285,7 @@ class Request(WireModel):
 
     model: str
     max_tokens: int
-    messages: tuple[Message, ...]
+    messages: Messages
     system: str | tuple[TextBlock, ...] | None = None
     tools: tuple[ToolDefinition, ...] | None = None
     _marks: Mapping[int, Message] = PrivateAttr(default_factory=dict)

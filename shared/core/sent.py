@@ -1,11 +1,15 @@
 """The outgoing messages as a session's copy made them, with what that copy knows of them.
 
-A :class:`SentMessages` is a real tuple of messages. Beside its elements it names the copy
-that made it (:class:`~hango.compaction.outgoing.OutgoingCopy`) and the version of that
-copy it was made from; while the copy is at that version, the copy answers for it what it
-keeps per position (each message's API JSON, the running token total, the breakpoint
-count) instead of a walk over the history. Once the copy moves on, or for any other tuple,
-the plain functions answer: a stale or foreign sequence costs a walk, never a wrong body.
+A :class:`SentMessages` is a read-only view of the first messages of the copy's list
+(:class:`~hango.core.collection.Prefix`), as fixed as a tuple of them: the copy never
+changes a position a view holds in place, it moves to a new list first (copy on write),
+so making a view copies nothing however long the history. Beside its elements it names
+the copy that made it (:class:`~hango.compaction.outgoing.OutgoingCopy`) and the version
+of that copy it was made from; while the copy is at that version, the copy answers for it
+what it keeps per position (each message's API JSON, the running token total, the
+breakpoint count) instead of a walk over the history. Once the copy moves on, or for any
+other sequence, the plain functions answer: a stale or foreign sequence costs a walk,
+never a wrong body.
 
 The prompt-cache middleware's marks are not in these messages: they overlay them on the
 request (:attr:`~hango.core.messages.Request.marks`), so a marked request shares this view.
@@ -13,8 +17,9 @@ request (:attr:`~hango.core.messages.Request.marks`), so a marked request shares
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
+
+from hango.core.collection import Prefix
 
 if TYPE_CHECKING:
     from hango.core.messages import Message
@@ -47,16 +52,14 @@ class CopySource(Protocol):
         ...
 
 
-class SentMessages(tuple["Message", ...]):
+class SentMessages(Prefix["Message"]):
     """Messages made by a copy at one of its versions."""
 
-    source: CopySource
-    version: int
+    __slots__ = ("source", "version")
 
-    def __new__(cls, items: Iterable[Message], source: CopySource, version: int) -> SentMessages:
-        made = super().__new__(cls, items)
-        made.source, made.version = source, version
-        return made
+    def __init__(self, items: list[Message], length: int, source: CopySource, version: int) -> None:
+        super().__init__(items, length)
+        self.source, self.version = source, version
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (tuple, (tuple(self),))

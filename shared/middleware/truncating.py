@@ -8,7 +8,7 @@ attributes below are what these steps use of the middleware.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from hango.compaction.groups import group_starts
 from hango.compaction.head import head_message
@@ -74,7 +74,7 @@ class Truncating:
                 user_request=evicted_request(call, kept_from_seq) if quote_request else None,
             )
 
-        def measure(messages: tuple[Message, ...]) -> int:
+        def measure(messages: Sequence[Message]) -> int:
             # The head lists the artifacts of what this cut evicts, so it grows with the
             # cut: measure each candidate with its own head, not the previous one.
             cut = len(body) - (len(messages) - 1)
@@ -110,7 +110,7 @@ class Truncating:
     def _shortened(
         self,
         call: ModelCall,
-        body: tuple[Message, ...],
+        body: Sequence[Message],
         record_for: Callable[[int, str | None], CompactionRecord],
         first_real: int,
         scale: float,
@@ -142,9 +142,7 @@ class Truncating:
                 return self._commit(kept.evolve(request=request), record)
         raise self._cannot_fit(call, body, scale)
 
-    def _cannot_fit(
-        self, call: ModelCall, body: tuple[Message, ...], scale: float
-    ) -> CannotFitError:
+    def _cannot_fit(self, call: ModelCall, body: Sequence[Message], scale: float) -> CannotFitError:
         """The error naming what does not fit, with the request's true size."""
         window = window_of(call, self.profile)
         tokens = int(self.estimator.estimate_request(call.request) * scale)
@@ -186,9 +184,9 @@ class Truncating:
     def _fitting_cut(
         self,
         call: ModelCall,
-        body: tuple[Message, ...],
+        body: Sequence[Message],
         head: Message,
-        measure: Callable[[tuple[Message, ...]], int],
+        measure: Callable[[Sequence[Message]], int],
         at_least: int,
     ) -> int:
         """The smallest cut under the post-compaction target, else the trigger, else the window.

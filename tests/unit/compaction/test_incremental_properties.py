@@ -12,6 +12,8 @@ API body) must be those of the plain functions over a plain copy of the request.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -149,10 +151,12 @@ def test_incremental_copy_and_checks_equal_the_full_recomputation(
 ) -> None:
     session = Session((*LARGE, *history))
     previous = BASE
+    handed: list[tuple[Sequence[Message], tuple[Message, ...]]] = []
     for action, pick in plan:
         request = session.step(action, pick)
         if request is None:
             continue
+        handed.append((request.messages, tuple(request.messages)))
         # Where the copy says two of its requests may first differ: never past where they do.
         known = copy_difference(previous, request)
         real = first_difference(previous.sent_messages(), request.sent_messages())
@@ -166,6 +170,8 @@ def test_incremental_copy_and_checks_equal_the_full_recomputation(
         assert request.api_body() == plain.to_api()
         estimate = RequestEstimate(ESTIMATOR)
         assert estimate.split(request, 3) == estimate.split(plain, 3)
+    # The copy changes a position a view holds on a new list: every view is as handed out.
+    assert all(tuple(view) == messages for view, messages in handed)
 
 
 def test_a_grown_copy_reuses_the_repaired_messages() -> None:
