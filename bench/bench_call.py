@@ -395,6 +395,20 @@ def measure(size: int, repeats: int, root: Path, caching: bool = True) -> dict[s
     return medians
 
 
+def scaling(sizes: Sequence[int], repeats: int, root: Path, caching: bool) -> dict[str, float]:
+    """The steady and in-band calls at the smallest and the largest size in the same
+    interleaved rounds: their ratio side by side, not across the minutes (and the machine's
+    load) between two sizes' runs."""
+    steps: dict[str, Step] = {}
+    with peers.no_network():
+        for size in (min(sizes), max(sizes)):
+            history = peers.synthetic_history(size)
+            band = made(root / f"scale-band-{size}", history, caching)
+            steps[f"{STEADY} at {size}"] = steady(made(root / f"scale-{size}", history, caching))
+            steps[f"{BAND} at {size}"] = in_band(band)
+        return _medians(interleave(steps, repeats))
+
+
 def made(
     root: Path,
     history: list[dict[str, Any]],
@@ -483,11 +497,16 @@ def ratios(results: dict[int, dict[str, float]]) -> dict[str, float]:
                 r[REAL_COMPACTING] / filed
             )
         out[f"{size}: whole call / pre-serialized POST"] = r[WHOLE] / r[POST]
-    if len(sizes) > 1:
-        first, last = results[sizes[0]], results[sizes[-1]]
-        for label, key in (("steady", STEADY), ("in-band", BAND)):
-            out[f"{label} {sizes[-1]} / {label} {sizes[0]}"] = last[key] / first[key]
     return out
+
+
+def scaling_ratios(medians: dict[str, float], sizes: Sequence[int]) -> dict[str, float]:
+    small, large = min(sizes), max(sizes)
+    return {
+        f"{label} {large} / {label} {small} (side by side)": medians[f"{key} at {large}"]
+        / medians[f"{key} at {small}"]
+        for label, key in (("steady", STEADY), ("in-band", BAND))
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -516,12 +535,22 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"\n{size} messages (CPU ms, median of {args.repeats} interleaved rounds)")
             for name, value in results[size].items():
                 print(f"  {name:<56} {value:>10.2f}")
+        if len(args.sizes) > 1:
+            scaled = scaling(args.sizes, args.repeats, Path(scratch), not args.no_prompt_cache)
+            print(f"\nscaling (CPU ms, median of {args.repeats} interleaved rounds)")
+            for name, value in scaled.items():
+                print(f"  {name:<56} {value:>10.2f}")
     found = ratios(results)
+    if len(args.sizes) > 1:
+        found.update(scaling_ratios(scaled, args.sizes))
     print("\nratios")
     for name, value in found.items():
         print(f"  {name:<56} {value:>10.2f}")
     if args.json is not None:
-        args.json.write_text(json.dumps({"ms": results, "ratios": found}, indent=2) + "\n")
+        ms: dict[str, Any] = {str(size): r for size, r in results.items()}
+        if len(args.sizes) > 1:
+            ms["scaling"] = scaled
+        args.json.write_text(json.dumps({"ms": ms, "ratios": found}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
