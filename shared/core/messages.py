@@ -295,9 +295,12 @@ class Request(WireModel):
         """The positions of ``messages`` sent in another form, and those forms."""
         return self._marks
 
-    def with_marks(self, marked: Mapping[int, Message]) -> Request:
-        """This request with the messages at ``marked``'s positions sent as given."""
-        made = self.model_copy()
+    def with_marks(
+        self, marked: Mapping[int, Message], update: Mapping[str, Any] | None = None
+    ) -> Request:
+        """This request with the messages at ``marked``'s positions sent as given (and the
+        fields in ``update`` changed, as :meth:`model_copy` does; not the messages)."""
+        made = self.model_copy(update=update)
         made._marks = {**self._marks, **marked}
         return made
 

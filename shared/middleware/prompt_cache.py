@@ -256,11 +256,8 @@ def _marked(request: Request, chosen: Sequence[_Target], policy: CachePolicy) ->
     for where, index in chosen:
         if isinstance(where, int):
             by_message.setdefault(where, set()).add(index)
-    made = request.model_copy(update=update)
-    if not by_message:
-        return made
     sent = request.sent_messages()
-    return made.with_marks({n: _mark_blocks(sent[n], p) for n, p in by_message.items()})
+    return request.with_marks({n: _mark_blocks(sent[n], p) for n, p in by_message.items()}, update)
 
 
 def _marked_system(
