@@ -10,7 +10,33 @@ from typing import Any, TypeVar, overload
 T = TypeVar("T")
 
 
-class Prefix(Sequence[T]):
+class Positions(Sequence[T]):
+    """A read-only sequence read by position, sliced into a tuple as a tuple is."""
+
+    __slots__ = ()
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
+        if isinstance(index, slice):
+            return self._span(index)
+        length = len(self)
+        if not -length <= index < length:
+            raise IndexError(f"{type(self).__name__} index out of range")
+        return self._at(index % length)
+
+    def _at(self, position: int) -> T:
+        raise NotImplementedError
+
+    def _span(self, index: slice) -> tuple[T, ...]:
+        return tuple(map(self._at, range(len(self))[index]))
+
+
+class Prefix(Positions[T]):
     """The first ``length`` items of a list its owner never changes below ``length`` (it
     appends, or changes a copy): as fixed as a tuple of them (compares equal to one),
     without copying a long session's history."""
@@ -24,18 +50,11 @@ class Prefix(Sequence[T]):
     def __len__(self) -> int:
         return self._length
 
-    @overload
-    def __getitem__(self, index: int) -> T: ...
+    def _at(self, position: int) -> T:
+        return self._items[position]
 
-    @overload
-    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
-        if isinstance(index, slice):
-            return tuple(self._items[: self._length][index])
-        if not -self._length <= index < self._length:
-            raise IndexError("Prefix index out of range")
-        return self._items[index % self._length]
+    def _span(self, index: slice) -> tuple[T, ...]:
+        return tuple(self._items[: self._length][index])
 
     def __iter__(self) -> Iterator[T]:
         return itertools.islice(self._items, self._length)
