@@ -11,9 +11,14 @@ T = TypeVar("T")
 
 
 class Positions(Sequence[T]):
-    """A read-only sequence read by position, sliced into a tuple as a tuple is."""
+    """A read-only sequence of ``_length`` items read by position, sliced into a tuple as a
+    tuple is."""
 
     __slots__ = ()
+    _length: int
+
+    def __len__(self) -> int:
+        return self._length
 
     @overload
     def __getitem__(self, index: int) -> T: ...
@@ -24,16 +29,15 @@ class Positions(Sequence[T]):
     def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
         if isinstance(index, slice):
             return self._span(index)
-        length = len(self)
-        if not -length <= index < length:
+        if not -self._length <= index < self._length:
             raise IndexError(f"{type(self).__name__} index out of range")
-        return self._at(index % length)
+        return self._at(index % self._length)
 
     def _at(self, position: int) -> T:
         raise NotImplementedError
 
     def _span(self, index: slice) -> tuple[T, ...]:
-        return tuple(map(self._at, range(len(self))[index]))
+        return tuple(map(self._at, range(self._length)[index]))
 
 
 class Prefix(Positions[T]):
@@ -46,9 +50,6 @@ class Prefix(Positions[T]):
     def __init__(self, items: list[T], length: int | None = None) -> None:
         self._items = items
         self._length = len(items) if length is None else length
-
-    def __len__(self) -> int:
-        return self._length
 
     def _at(self, position: int) -> T:
         return self._items[position]

@@ -248,10 +248,7 @@ class MarkedMessages(Positions[Message]):
     """Messages read with a few positions in another form (:attr:`Request.marks`)."""
 
     def __init__(self, messages: Sequence[Message], marks: Mapping[int, Message]) -> None:
-        self._messages, self._marks = messages, marks
-
-    def __len__(self) -> int:
-        return len(self._messages)
+        self._messages, self._marks, self._length = messages, marks, len(messages)
 
     def _at(self, position: int) -> Message:
         return self._marks.get(position, self._messages[position])
