@@ -170,7 +170,11 @@ class OutgoingCopy:
                 low, high = sorted((cut, self._cut))
                 self._cut = cut
                 self._reach(high)
-                self._refresh_truncated(low, high)
+                # A move of the cut over [low, high) changes the form only at the positions
+                # there that truncation shortens.
+                shortened = self._shortened
+                first = bisect.bisect_left(shortened, low)
+                self._refresh(shortened[first : bisect.bisect_left(shortened, high, lo=first)])
             return self._current()
 
     def truncation_gain(self, start: int, end: int, truncate: Truncate) -> tuple[int, int]:
@@ -218,11 +222,11 @@ class OutgoingCopy:
     def violations(self, request: Request) -> list[Violation]:
         """:func:`validate_request`'s answer, checking only what changed since the last
         check when ``request`` holds this copy's messages."""
-        view = live_view(request.messages)
-        if view is None or view.source is not self:
+        if not self.made(request.messages):
             return validate_request(request)
         with self._lock:
-            fine = self._fine() and self._marks_fine(request)
+            marked = {n for i in request.marks for n in (i - 1, i, i + 1)}
+            fine = self._fine() and _passes_at(request.sent_messages(), marked)
             breakpoints = self._checks.breakpoints + marked_breakpoints(request)
         fixed = fixed_facts(request)
         if fine and not fixed.empty_system and fixed.breakpoints + breakpoints <= MAX_BREAKPOINTS:
@@ -344,13 +348,6 @@ class OutgoingCopy:
         if changed:  # else the views handed out still hold: nobody redoes anything
             self.version += 1
 
-    def _refresh_truncated(self, low: int, high: int) -> None:
-        """Send the right form at the positions of ``[low, high)`` truncation shortens, the
-        only ones whose form a move of the cut over that range changes."""
-        shortened = self._shortened
-        first = bisect.bisect_left(shortened, low)
-        self._refresh(shortened[first : bisect.bisect_left(shortened, high, lo=first)])
-
     def _reach(self, end: int) -> None:
         """Work out the truncated forms of the positions below ``end``."""
         truncate = self._truncate
@@ -385,14 +382,13 @@ class OutgoingCopy:
             self._checked = False
             return False
         # Unique ids are the running count's; the other rules are looked at per position.
-        last = len(sent) - 1
-        around = range(last + 1) if not self._checked else self._unchecked
-        fine = not any(position_violations(sent, i, None) for i in around if 0 <= i <= last)
+        fine = _passes_at(sent, self._unchecked if self._checked else range(len(sent)))
         self._checked = fine
         self._unchecked.clear()
         return fine
 
-    def _marks_fine(self, request: Request) -> bool:
-        sent = request.sent_messages()
-        around = {n for i in request.marks for n in (i - 1, i, i + 1) if 0 <= n < len(sent)}
-        return not any(position_violations(sent, i, None) for i in around)
+
+def _passes_at(messages: Sequence[Message], positions: Iterable[int]) -> bool:
+    """Whether the rules of every position in ``positions`` that exists hold."""
+    last = len(messages) - 1
+    return not any(position_violations(messages, i, None) for i in positions if 0 <= i <= last)

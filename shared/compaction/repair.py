@@ -156,8 +156,10 @@ def _is_empty_text(block: ContentBlock) -> bool:
 
 
 def _without_cache_control(block: ContentBlock) -> ContentBlock:
-    if isinstance(block, ToolResultBlock):
-        block = _clean_result(block)
+    if isinstance(block, ToolResultBlock) and isinstance(block.content, tuple):
+        parts = tuple(_dropping_cache_control(p) for p in block.content if not _is_empty_text(p))
+        if parts != block.content:
+            block = block.model_copy(update={"content": parts or "(empty)"})
     return _dropping_cache_control(block)
 
 
@@ -168,15 +170,6 @@ def _dropping_cache_control(block: BlockT) -> BlockT:
     data = block.to_api()
     data.pop("cache_control", None)
     return type(block).model_validate(data)
-
-
-def _clean_result(block: ToolResultBlock) -> ToolResultBlock:
-    if not isinstance(block.content, tuple):
-        return block
-    parts = tuple(_dropping_cache_control(p) for p in block.content if not _is_empty_text(p))
-    if parts == block.content:
-        return block
-    return block.model_copy(update={"content": parts or "(empty)"})
 
 
 def _same(blocks: list[ContentBlock], message: Message) -> bool:

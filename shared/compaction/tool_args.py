@@ -49,9 +49,11 @@ class TruncationResult:
 
 @dataclass(frozen=True)
 class _Cutter:
-    """The settings of one truncation pass, and the note it leaves."""
+    """The settings of one truncation pass: the tokens a tool block may take before it is
+    shortened, how to tell, and the note it leaves."""
 
     estimator: Estimator
+    max_tokens: int
     preview_chars: int
 
     def note(self, original: str) -> str:
@@ -88,14 +90,6 @@ class _Cutter:
             found.start() <= self.preview_chars + slack and len(text) - found.end() <= allowed_after
             for found in TRUNCATION_MARKER.finditer(text)
         )
-
-
-@dataclass(frozen=True)
-class _Budget:
-    """The tokens one tool block may take before it is shortened, and how to tell."""
-
-    max_tokens: int
-    estimator: Estimator
 
     def fits(self, text: str) -> bool:
         return self.estimator.estimate(text) <= self.max_tokens
@@ -134,17 +128,15 @@ def truncate_tool_args(
     ``max_tokens`` decides *which* blocks are shortened; the preview size does not adapt
     to it, so keep ``max_tokens`` well above ``preview_chars`` worth of tokens.
     """
-    if protect_from < 0:
-        raise ValueError(f"protect_from must be >= 0, got {protect_from}")
-    if max_tokens < 0:
-        raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
-    if preview_chars < 0:
-        raise ValueError(f"preview_chars must be >= 0, got {preview_chars}")
+    given = {"protect_from": protect_from, "max_tokens": max_tokens, "preview_chars": preview_chars}
+    for name, value in given.items():
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")
     shortened = list(messages)
     count = 0
-    budget, cutter = _Budget(max_tokens, estimator), _Cutter(estimator, preview_chars)
+    cutter = _Cutter(estimator, max_tokens, preview_chars)
     for index in range(min(protect_from, len(messages))):
-        message, blocks_cut = _truncate_message(messages[index], budget, cutter)
+        message, blocks_cut = _truncate_message(messages[index], cutter)
         if blocks_cut:
             shortened[index] = message
             count += blocks_cut
@@ -162,28 +154,27 @@ class Truncation:
 
     def __init__(self, *, max_tokens: int, estimator: Estimator) -> None:
         self.estimator = estimator
-        self._budget = _Budget(max_tokens, estimator)
-        self._cutter = _Cutter(estimator, DEFAULT_PREVIEW_CHARS)
+        self._cutter = _Cutter(estimator, max_tokens, DEFAULT_PREVIEW_CHARS)
 
     def __call__(self, message: Message) -> tuple[Message, int, int]:
-        form, blocks = _truncate_message(message, self._budget, self._cutter)
+        form, blocks = _truncate_message(message, self._cutter)
         if not blocks:
             return message, 0, 0
         estimate = self.estimator.estimate_message
         return form, blocks, estimate(message) - estimate(form)
 
 
-def _truncate_message(message: Message, budget: _Budget, cutter: _Cutter) -> tuple[Message, int]:
-    if isinstance(message.content, str) or budget.covers(message):
+def _truncate_message(message: Message, cutter: _Cutter) -> tuple[Message, int]:
+    if isinstance(message.content, str) or cutter.covers(message):
         return message, 0
     blocks: list[ContentBlock] = []
     count = 0
     for block in message.content:
         replacement: ContentBlock | None = None
         if isinstance(block, ToolUseBlock):
-            replacement = _truncate_tool_use(block, budget, cutter)
+            replacement = _truncate_tool_use(block, cutter)
         elif isinstance(block, ToolResultBlock):
-            replacement = _truncate_tool_result(block, budget, cutter)
+            replacement = _truncate_tool_result(block, cutter)
         blocks.append(block if replacement is None else replacement)
         count += replacement is not None
     if count == 0:
@@ -191,15 +182,13 @@ def _truncate_message(message: Message, budget: _Budget, cutter: _Cutter) -> tup
     return message.model_copy(update={"content": tuple(blocks)}), count
 
 
-def _truncate_tool_use(
-    block: ToolUseBlock, budget: _Budget, cutter: _Cutter
-) -> ToolUseBlock | None:
+def _truncate_tool_use(block: ToolUseBlock, cutter: _Cutter) -> ToolUseBlock | None:
     """A copy of ``block`` with a shortened input, or ``None`` when it is within budget."""
     original: Any = block.input
-    if budget.fits(compact_json(original)):
+    if cutter.fits(compact_json(original)):
         return None
     shortened = _shorten_strings(original, cutter)
-    if not budget.fits(compact_json(shortened)):
+    if not cutter.fits(compact_json(shortened)):
         shortened = _collapse_values(shortened, cutter)
     if shortened == original:
         return None
@@ -229,17 +218,16 @@ def _collapse_values(value: Any, cutter: _Cutter) -> Any:
 def _collapse_one(value: Any, cutter: _Cutter) -> Any:
     if isinstance(value, str):
         return value  # strings were already cut by _shorten_strings
-    serialized = _dumps(value)
+    # The JSON text the value costs in the request (``str`` for anything not JSON).
+    serialized = json.dumps(value, ensure_ascii=False, default=str)
     collapsed = cutter.force_head(serialized)
     return value if collapsed == serialized else collapsed
 
 
-def _truncate_tool_result(
-    block: ToolResultBlock, budget: _Budget, cutter: _Cutter
-) -> ToolResultBlock | None:
+def _truncate_tool_result(block: ToolResultBlock, cutter: _Cutter) -> ToolResultBlock | None:
     """A copy of ``block`` with shortened text, or ``None`` when it is within budget."""
     content = block.content
-    if content is None or budget.fits(block.text()):
+    if content is None or cutter.fits(block.text()):
         return None
     if isinstance(content, str):
         new_content: str | tuple[Any, ...] = cutter.head_and_tail(content)
@@ -255,8 +243,3 @@ def _shorten_part(part: Any, cutter: _Cutter) -> Any:
         return part  # images are kept: the note is about text
     text = cutter.head_and_tail(part.text)
     return part if text == part.text else part.model_copy(update={"text": text})
-
-
-def _dumps(value: Any) -> str:
-    """The JSON text a value costs in the request (``str`` for anything not JSON)."""
-    return json.dumps(value, ensure_ascii=False, default=str)

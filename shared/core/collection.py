@@ -10,16 +10,12 @@ from typing import Any, TypeVar, overload
 T = TypeVar("T")
 
 
-class Prefix(Sequence[T]):
-    """The first ``length`` items of a list its owner never changes below ``length`` (it
-    appends, or changes a copy): as fixed as a tuple of them (compares equal to one),
-    without copying a long session's history."""
+class Positions(Sequence[T]):
+    """A read-only sequence of ``_length`` items read by position, sliced into a tuple as a
+    tuple is."""
 
-    __slots__ = ("_items", "_length")
-
-    def __init__(self, items: list[T], length: int | None = None) -> None:
-        self._items = items
-        self._length = len(items) if length is None else length
+    __slots__ = ()
+    _length: int
 
     def __len__(self) -> int:
         return self._length
@@ -32,10 +28,34 @@ class Prefix(Sequence[T]):
 
     def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
         if isinstance(index, slice):
-            return tuple(self._items[: self._length][index])
+            return self._span(index)
         if not -self._length <= index < self._length:
-            raise IndexError("Prefix index out of range")
-        return self._items[index % self._length]
+            raise IndexError(f"{type(self).__name__} index out of range")
+        return self._at(index % self._length)
+
+    def _at(self, position: int) -> T:
+        raise NotImplementedError
+
+    def _span(self, index: slice) -> tuple[T, ...]:
+        return tuple(map(self._at, range(self._length)[index]))
+
+
+class Prefix(Positions[T]):
+    """The first ``length`` items of a list its owner never changes below ``length`` (it
+    appends, or changes a copy): as fixed as a tuple of them (compares equal to one),
+    without copying a long session's history."""
+
+    __slots__ = ("_items", "_length")
+
+    def __init__(self, items: list[T], length: int | None = None) -> None:
+        self._items = items
+        self._length = len(items) if length is None else length
+
+    def _at(self, position: int) -> T:
+        return self._items[position]
+
+    def _span(self, index: slice) -> tuple[T, ...]:
+        return tuple(self._items[: self._length][index])
 
     def __iter__(self) -> Iterator[T]:
         return itertools.islice(self._items, self._length)

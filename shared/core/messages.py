@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Annotated, Any, ClassVar, Literal, Self, overload
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -29,7 +29,7 @@ from pydantic import (
     WrapValidator,
 )
 
-from hango.core.collection import Prefix
+from hango.core.collection import Positions, Prefix
 from hango.core.identity import HeldMemo
 from hango.core.sent import live_view
 
@@ -41,8 +41,9 @@ class WireModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
 
-    # Keys that are always emitted even when left at their default (the block "type").
-    _always_dumped: ClassVar[tuple[str, ...]] = ()
+    # Keys that are always emitted even when left at their default: a block's "type" (a
+    # model without that field emits nothing for the name).
+    _always_dumped: ClassVar[tuple[str, ...]] = ("type",)
 
     def model_post_init(self, context: Any, /) -> None:
         self.__pydantic_fields_set__.update(self._always_dumped)
@@ -53,27 +54,23 @@ class WireModel(BaseModel):
 
 
 class CacheControl(WireModel):
-    _always_dumped = ("type",)
     type: Literal["ephemeral"] = "ephemeral"
     ttl: Literal["5m", "1h"] | None = None
 
 
 class TextBlock(WireModel):
-    _always_dumped = ("type",)
     type: Literal["text"] = "text"
     text: str
     cache_control: CacheControl | None = None
 
 
 class ImageBlock(WireModel):
-    _always_dumped = ("type",)
     type: Literal["image"] = "image"
     source: JsonObject
     cache_control: CacheControl | None = None
 
 
 class ToolUseBlock(WireModel):
-    _always_dumped = ("type",)
     type: Literal["tool_use"] = "tool_use"
     id: str
     name: str
@@ -128,7 +125,6 @@ ResultContentBlock = Annotated[
 
 
 class ToolResultBlock(WireModel):
-    _always_dumped = ("type",)
     type: Literal["tool_result"] = "tool_result"
     tool_use_id: str
     content: str | tuple[ResultContentBlock, ...] | None = None
@@ -145,14 +141,12 @@ class ToolResultBlock(WireModel):
 
 
 class ThinkingBlock(WireModel):
-    _always_dumped = ("type",)
     type: Literal["thinking"] = "thinking"
     thinking: str
     signature: str | None = None
 
 
 class RedactedThinkingBlock(WireModel):
-    _always_dumped = ("type",)
     type: Literal["redacted_thinking"] = "redacted_thinking"
     data: str
 
@@ -250,26 +244,14 @@ Messages = Annotated[
 (:class:`~hango.core.sent.SentMessages`, a :class:`~hango.core.collection.Prefix` of its list)."""
 
 
-class MarkedMessages(Sequence[Message]):
+class MarkedMessages(Positions[Message]):
     """Messages read with a few positions in another form (:attr:`Request.marks`)."""
 
     def __init__(self, messages: Sequence[Message], marks: Mapping[int, Message]) -> None:
-        self._messages, self._marks = messages, marks
+        self._messages, self._marks, self._length = messages, marks, len(messages)
 
-    def __len__(self) -> int:
-        return len(self._messages)
-
-    @overload
-    def __getitem__(self, index: int) -> Message: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
-        positions = range(len(self._messages))[index]  # IndexError as a tuple's
-        if isinstance(positions, int):
-            return self._marks.get(positions, self._messages[positions])
-        return tuple(self._marks.get(n, self._messages[n]) for n in positions)
+    def _at(self, position: int) -> Message:
+        return self._marks.get(position, self._messages[position])
 
 
 class Request(WireModel):
@@ -374,16 +356,16 @@ class Request(WireModel):
         return parts
 
     def _fixed_json(self, drop: frozenset[str], memo: HeldMemo[bytes] | None) -> bytes:
-        if memo is None or self.model_extra:
-            return self._dump_fixed_part(drop)
-        key = (self.model, self.max_tokens, frozenset(self.model_fields_set), drop)
-        return memo.get((self.system, self.tools), key, lambda: self._dump_fixed_part(drop))
+        def dump() -> bytes:
+            fixed = self.model_dump(
+                mode="json", by_alias=True, exclude_unset=True, exclude={"messages", *drop}
+            )
+            return json.dumps(fixed, separators=(",", ":")).encode()
 
-    def _dump_fixed_part(self, drop: frozenset[str]) -> bytes:
-        fixed = self.model_dump(
-            mode="json", by_alias=True, exclude_unset=True, exclude={"messages", *drop}
-        )
-        return json.dumps(fixed, separators=(",", ":")).encode()
+        if memo is None or self.model_extra:
+            return dump()
+        key = (self.model, self.max_tokens, frozenset(self.model_fields_set), drop)
+        return memo.get((self.system, self.tools), key, dump)
 
 
 StopReason = Literal[

@@ -36,10 +36,11 @@ the provider does not cache prompts. The request is copied, never edited.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import TypeGuard, TypeVar
+from typing import TypeVar
 
 from hango.compaction.validate import MAX_BREAKPOINTS, count_breakpoints
 from hango.core.identity import HeldMemo
@@ -80,17 +81,16 @@ class CachePolicy:
 
     min_tokens: int = 0
     estimator: Estimator | None = None
-    # The fixed part's estimate, remembered across calls (always made from ``estimator``).
-    fixed: FixedEstimate | None = field(default=None, init=False, compare=False, repr=False)
     # The marked system blocks, per system tuple and marks: the loop sends the same system
     # on every call, so the marked copy, and the JSON made from it, are made once.
     marked_systems: HeldMemo[tuple[TextBlock, ...]] = field(
         default_factory=HeldMemo, init=False, compare=False, repr=False
     )
 
-    def __post_init__(self) -> None:
-        if self.estimator is not None:
-            object.__setattr__(self, "fixed", FixedEstimate(self.estimator))
+    @functools.cached_property
+    def fixed(self) -> FixedEstimate | None:
+        """The fixed part's estimate, remembered across calls (with an estimator)."""
+        return None if self.estimator is None else FixedEstimate(self.estimator)
 
 
 class PromptCacheMiddleware:
@@ -109,24 +109,19 @@ class PromptCacheMiddleware:
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:
         if not self.provider_caches:
             return call_next(call)
+        assembly = call.assembly  # where ``contribute`` recorded the stable system index
+        if assembly is None:
+            logger.debug(
+                "no assembly on the call for session %s: no system breakpoint", call.session_id
+            )
         request = place_breakpoints(
             call.request,
-            stable_system_index=recorded_index(call),
+            stable_system_index=None if assembly is None else assembly.stable_system_index,
             summary_message=call.summary_message_present,
             policy=self.policy,
             changed_from=call.changed_from,
         )
         return call_next(call if request is call.request else call.evolve(request=request))
-
-
-def recorded_index(call: ModelCall) -> int | None:
-    """The stable system index ``contribute`` recorded on the call's assembly, if any."""
-    if call.assembly is None:
-        logger.debug(
-            "no assembly on the call for session %s: no system breakpoint", call.session_id
-        )
-        return None
-    return call.assembly.stable_system_index
 
 
 # A breakpoint target: ("system", index) or (message index, block index).
@@ -172,17 +167,14 @@ def _targets(
     bridge = None if newest is None else _bridge(messages, newest)
     blocks = request.system_blocks()
     system: _Target | None = None
-    if _valid_index(stable_system_index, blocks) and _cacheable(blocks[stable_system_index]):
-        system = ("system", stable_system_index)
+    index = stable_system_index
+    if index is not None and 0 <= index < len(blocks) and _cacheable(blocks[index]):
+        system = ("system", index)
     anchor = None
     if changed_from is not None:
         anchor = _last_markable(messages, min(changed_from, len(messages)) - 1)
     head = _last_markable(messages, 0) if summary_message and messages else None
     return [t for t in (newest, bridge, system, anchor, head) if t is not None]
-
-
-def _valid_index(index: int | None, system: Sequence[TextBlock]) -> TypeGuard[int]:
-    return index is not None and 0 <= index < len(system)
 
 
 def _last_markable(messages: Sequence[Message], index: int) -> tuple[int, int] | None:
@@ -229,14 +221,14 @@ def _reaches(request: Request, target: _Target, policy: CachePolicy) -> bool:
     Adds messages from the start only until the minimum is reached: a few thousand
     tokens, a handful of messages however long the history.
     """
-    minimum, fixed = policy.min_tokens, policy.fixed  # fixed: set with an estimator
-    if policy.estimator is None or fixed is None or minimum <= 0:
+    minimum, fixed = policy.min_tokens, policy.fixed
+    if fixed is None or minimum <= 0:
         return True
     total = fixed(request)
     where = target[0]
     if where == "system" or not isinstance(where, int) or total >= minimum:
         return total >= minimum
-    estimate = policy.estimator.estimate_message
+    estimate = fixed.estimator.estimate_message
     messages = request.messages
     for index in range(min(where + 1, len(messages))):  # no slice: no copy of the history
         total += estimate(messages[index])
@@ -247,23 +239,19 @@ def _reaches(request: Request, target: _Target, policy: CachePolicy) -> bool:
 
 def _marked(request: Request, chosen: Sequence[_Target], policy: CachePolicy) -> Request:
     update: dict[str, object] = {}
-    system_marks = {index for where, index in chosen if where == "system"}
+    system_marks = frozenset(index for where, index in chosen if where == "system")
     if system_marks:
-        update["system"] = _marked_system(
-            request.system_blocks(), frozenset(system_marks), policy.marked_systems
+        system = request.system_blocks()
+        update["system"] = policy.marked_systems.get(
+            (system,), (system_marks,), lambda: _with_markers(system, system_marks)
         )
     by_message: dict[int, set[int]] = {}
     for where, index in chosen:
         if isinstance(where, int):
             by_message.setdefault(where, set()).add(index)
     sent = request.sent_messages()
-    return request.with_marks({n: _mark_blocks(sent[n], p) for n, p in by_message.items()}, update)
-
-
-def _marked_system(
-    system: tuple[TextBlock, ...], marks: frozenset[int], memo: HeldMemo[tuple[TextBlock, ...]]
-) -> tuple[TextBlock, ...]:
-    return memo.get((system,), (marks,), lambda: _with_markers(system, marks))
+    marks = {n: _mark_blocks(sent[n], at) for n, at in by_message.items()}
+    return request.with_marks(marks, update)
 
 
 def _mark_blocks(message: Message, positions: set[int]) -> Message:

@@ -52,7 +52,6 @@ class Truncating:
         body = call.request.messages[first_real:]
         scale = self._truncation_scale(call, tokens)
         saved_before = previous.saved_to_seq if previous else None
-        quote_request = True
         artifacts = ArtifactPrefixes(previous, call.stored)
 
         def record_for(cut: int, offload_path: str | None) -> CompactionRecord:
@@ -85,24 +84,21 @@ class Truncating:
         # A request the provider refused must lose at least one group: the same request
         # again would only be refused again.
         at_least = 1 if call.force in ("overflow", "truncate") else 0
-        try:
-            cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
-        except CannotFitError:
-            if record_for(len(body), None).user_request is None:
-                return self._shortened(call, body, record_for, first_real, scale)
-            # The user's request is quoted unless it alone cannot fit: then the newest
-            # group goes out without it (the summary and the history file still hold it).
-            log.warning(
-                "session %s turn %d: the user's request does not fit beside the newest "
-                "tool group; sending without quoting it",
-                call.session_id,
-                call.turn,
-            )
-            quote_request = False
+        # The user's request is quoted unless it alone cannot fit: then the newest group
+        # goes out without it (the summary and the history file still hold it).
+        for quote_request in (True, False):
             try:
                 cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
+                break
             except CannotFitError:
-                return self._shortened(call, body, record_for, first_real, scale)
+                if not quote_request or record_for(len(body), None).user_request is None:
+                    return self._shortened(call, body, record_for, first_real, scale)
+                log.warning(
+                    "session %s turn %d: the user's request does not fit beside the newest "
+                    "tool group; sending without quoting it",
+                    call.session_id,
+                    call.turn,
+                )
         evicted = stored_before(call, kept_from(call, first_real + cut))
         record = record_for(cut, self._offload(call, evicted) if evicted else None)
         return self._commit(apply_record(call, record, first_real + cut), record)
