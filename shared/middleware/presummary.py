@@ -3,12 +3,14 @@
 When the pacer says one is due (``pacing.py``), with no compaction due, the range a
 compaction at the trigger is projected to evict is summarized on a small shared thread
 pool, without waiting (at most one per session in flight). A ready one that will not fit
-at the trigger is extended: the next job summarizes only the messages past it, on top of
-its text, and the ready one stays the fallback until the extension is ready. Nothing is
-offloaded here: the range goes to the history file when a compaction installs it, so a
-replaced pre-summary writes nothing and each evicted message is written once. Each is
-routed when it is dispatched (``summary_route.py``); whether a ready one still holds is
-checked in O(1) on every call in the band (:meth:`Presummaries.still_valid`).
+at the trigger, or (once the trigger may come within an extension's latency) falls a third
+of the target short of what a cut made then would evict, is extended: the next job summarizes only
+the messages past it, on top of its text, and the ready one stays the fallback until the
+extension is ready. Nothing is offloaded here: the range goes to the history file when a
+compaction installs it, so a replaced pre-summary writes nothing and each evicted message
+is written once. Each is routed when it is dispatched (``summary_route.py``); whether a
+ready one still holds is checked in O(1) on every call in the band
+(:meth:`Presummaries.still_valid`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -45,6 +48,13 @@ _PLACEHOLDER = SummaryResult(text=".", summarizer="none")
 
 # Pre-summaries of all sessions share these threads; each session has at most one in flight.
 PRESUMMARY_THREADS = 4
+
+# A ready pre-summary that leaves verbatim a third of the target or more of what a cut made
+# now would evict is extended for coverage (see ``Presummaries._extension_pays``). A
+# measured point on the corpus (docs/benchmarks.md, 2026-12-03 "coverage"): at a quarter
+# more were extended, the summaries cost more and one transcript's cache-read share fell;
+# at the trigger's slack (trigger - target) none was.
+COVERAGE_SHARE = 3
 
 
 @dataclass(frozen=True)
@@ -101,19 +111,21 @@ class Presummaries:
         kept whole, anchored by sequence numbers, the messages still to come counted in
         its keep share: ``boundary(ahead)``); at the trigger more messages exist, so the
         trigger's range starts with this one. Nothing is dispatched while a pre-summary of
-        the session is in flight, or is ready and projected to fit; a ready one that will
-        not is extended.
+        the session is in flight, or is ready, projected to fit and covering enough; a
+        ready one that does not is extended (:meth:`_extension_pays`).
         """
         with self._lock:
             current = self.items.get(call.session_id)
         extended = current if current is not None and self.still_valid(call, current) else None
-        if extended is not None and not self._outgrown(call, extended, tokens):
+        if extended is not None and not self._extension_due(call, extended, tokens):
             return
         trigger = self.profile.trigger_tokens
         at = boundary(self.pacer.messages_ahead(call.session_id, tokens, trigger))
         evicted = () if at is None else stored_before(call, seq_at(call, at))
         if at is None or not evicted or (extended and evicted[-1].seq <= extended.pending.to_seq):
             return  # nothing, or nothing more than the pre-summary it would replace covers
+        if extended is not None and not self._extension_pays(call, extended, tokens, at):
+            return
         self._start(call, evicted, extended, at)
 
     def _start(
@@ -190,6 +202,45 @@ class Presummaries:
         if carried is not None:
             result = _carrying(result, carried)
         return result, self.pacer.ready_at(started), frame + self.estimator.estimate(result.text)
+
+    def _extension_due(self, call: ModelCall, ready: Presummary, tokens: int) -> bool:
+        """Whether ``ready`` is ready and the trigger may come within the growth of an
+        extension's latency: before that, a later call extends it in time and covers more.
+        With the pace off or not yet known (no such horizon), only when it outgrows: the
+        cut is then computed only when an extension is sure to be made, as before."""
+        if not self.pacer.is_ready(ready.started, ready.work):
+            return False
+        within = self._within(call)
+        if math.isinf(within):
+            return self._outgrown(call, ready, tokens)
+        return tokens + within > self.profile.trigger_tokens
+
+    def _within(self, call: ModelCall) -> float:
+        summarizer = self.profile.summarizer_model or call.request.model
+        return self.pacer.growth_within_horizon(call.session_id, summarizer)
+
+    def _extension_pays(self, call: ModelCall, ready: Presummary, tokens: int, at: int) -> bool:
+        """Whether ``ready`` is extended up to ``at``, the cut a pre-summary started now
+        would make: when it would not fit at the trigger (:meth:`_outgrown`), or when it
+        falls short of ``at`` by a third of the target or more (``COVERAGE_SHARE``).
+
+        The second is for coverage: one dispatched right after a compaction (its request
+        over the floor, the pace saying start now) may cover a few messages, fit under
+        the target at the trigger, and leave a kept context so large that the next
+        compaction comes sooner (``docs/benchmarks.md``). Only with the pace on (see
+        :meth:`_extension_due`): with it off a pre-summary starts at the fixed floor and
+        is extended only to fit, as before.
+        """
+        if self._outgrown(call, ready, tokens):
+            return True
+        index = call.index_of(ready.pending.to_seq + 1)
+        if index is None or index >= at:
+            return False
+        whole, before_index = self.estimate.split(call.request, index)
+        before_at = self.estimate.split(call.request, at)[1]
+        scale = tokens / whole if whole > 0 else 1.0
+        short = (before_at - before_index) * scale
+        return short >= self.profile.target_tokens / COVERAGE_SHARE
 
     def _outgrown(self, call: ModelCall, current: Presummary, tokens: int) -> bool:
         """Whether a ready pre-summary could no longer bring the request under the target

@@ -274,3 +274,41 @@ def test_an_extension_s_range_is_priced_as_its_request_is_built(tmp_path: Path) 
     reads = router.estimator.estimate_request(built)
     expected = expected_range_cost(reads, output, router.prices.summarizer)
     assert record.route is not None and record.route.expected_range_usd == expected
+
+
+def test_a_ready_pre_summary_short_in_coverage_is_extended_before_the_trigger(
+    tmp_path: Path,
+) -> None:
+    # A roomy target: the first pre-summary, dispatched at the floor, still fits at the
+    # trigger, so nothing extends it for fit; it covers the few messages before the floor
+    # and, installed, would keep verbatim all that came since (docs/benchmarks.md,
+    # "coverage": on the corpus the longer kept context compacted again sooner).
+    agent, provider, ports, waits = agent_with_ports(tmp_path, context_target_frac=0.8)
+    found = next(m for m in agent.loop.chain if isinstance(m, SummarizationMiddleware))
+
+    record = until_compacted(agent, provider).compactions[0]
+
+    first, last = ports.jobs[0], ports.jobs[-1]
+    assert len(ports.jobs) > 1, "the short pre-summary was never extended"
+    assert last.from_seq == first.to_seq + 1 and last.previous_summary is not None
+    assert record.summary == text_of(last)
+    assert record.kept_from_seq == last.to_seq + 1
+    assert waits.waits == [True]  # extended ahead: the trigger did not wait
+    # Each extension made up at least a third of the target in what it covered.
+    share = found.profile.target_tokens / presummary.COVERAGE_SHARE
+    estimate = found.estimator.estimate_message
+    for job in ports.jobs[1:]:
+        assert sum(estimate(stored.message) for stored in job.evicted) >= share
+
+
+def test_with_the_pace_off_a_ready_pre_summary_is_extended_only_to_fit(tmp_path: Path) -> None:
+    # The fixed start of round 2, kept as it was: the same short pre-summary is installed.
+    agent, provider, ports, waits = agent_with_ports(
+        tmp_path, context_target_frac=0.8, context_presummarize_pace=False
+    )
+
+    record = until_compacted(agent, provider).compactions[0]
+
+    assert len(ports.jobs) == 1
+    assert record.summary == text_of(ports.jobs[0])
+    assert waits.waits == [True]
