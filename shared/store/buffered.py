@@ -260,27 +260,43 @@ class BufferedStore(Store):
         usage: UsageTotals | None = None,
     ) -> bool:
         _check_status(status)
+        counters = (last_input_tokens, compactions, usage)
         with self._lock:
             run = self._run(run_id)
             if run is None:
-                self.flush()
-                return super().close_turn(
-                    run_id,
-                    session_id,
-                    status=status,
-                    error=error,
-                    last_input_tokens=last_input_tokens,
-                    compactions=compactions,
-                    usage=usage,
-                )
+                return self._close_in_database(run_id, session_id, status, error, counters)
             if run.status != "running":
                 return False
             self._known(session_id)
             self._finish(run, status, error)
-            self._write_counters_now(session_id, last_input_tokens, compactions, usage)
+            self._write_counters_now(session_id, *counters)
             if len(self._pending.messages) >= FLUSH_ROWS:
                 self.flush()
         return True
+
+    def _close_in_database(
+        self,
+        run_id: int,
+        session_id: str,
+        status: str,
+        error: str | None,
+        counters: tuple[int, int, UsageTotals | None],
+    ) -> bool:
+        """Close a run memory no longer holds; memory's counters take the same change."""
+        self.flush()
+        tokens, compactions, usage = counters
+        closed = super().close_turn(
+            run_id,
+            session_id,
+            status=status,
+            error=error,
+            last_input_tokens=tokens,
+            compactions=compactions,
+            usage=usage,
+        )
+        if closed:  # the database added these increments to the sums memory holds
+            self._write_counters_now(session_id, tokens, compactions, usage)
+        return closed
 
     # -- messages ---------------------------------------------------------------------
 

@@ -151,11 +151,15 @@ def test_an_earlier_turn_and_an_unknown_run_fall_back_to_the_database(tmp_path: 
     first = store.start_run("s1", 1, RunState())
     second = store.start_run("s1", 2, RunState())
     assert store.start_run("s1", 1, RunState()) == first  # the existing run, unchanged
-    store.close_turn(first, "s1", status="completed", last_input_tokens=5, compactions=0)
-    assert (
-        store.close_turn(first, "s1", status="completed", last_input_tokens=5, compactions=0)
-        is False
-    )
+    store.flush()  # memory holds the latest run only: the first is the database's now
+    usage = UsageTotals().plus(Usage(input_tokens=5, output_tokens=2), PRICE)
+    closing = {"status": "completed", "last_input_tokens": 5, "compactions": 0, "usage": usage}
+    assert store.close_turn(first, "s1", **closing) is True
+    assert store.close_turn(first, "s1", **closing) is False
+    in_memory = store.session("s1")
+    store.flush()
+    assert in_memory == Store.session(store, "s1")  # the database's own row
+    assert in_memory is not None and in_memory.usage.output_tokens == 2
     assert store.start_run("s1", 3, RunState()) == second + 1
     with pytest.raises(UnknownSessionError):
         store.start_run("nobody", 1, RunState())
