@@ -157,9 +157,9 @@ class BufferedStore(Store):
         return store
 
     def flush(self) -> None:
-        """Write every pending row, in one transaction."""
+        """Write every pending row, in one transaction (they stay pending if it fails)."""
         with self._lock:
-            pending, self._pending = self._pending, _Pending()
+            pending = self._pending
             if not (pending.messages or pending.runs or pending.sessions):
                 return
             with self.engine.begin() as conn:
@@ -176,6 +176,7 @@ class BufferedStore(Store):
                     conn.execute(_FLUSH_SESSION, counters)
             for run in pending.runs.values():
                 run.written = True
+            self._pending = _Pending()
 
     def _counters(self, session_id: str) -> dict[str, Any]:
         info = self._sessions[session_id].info

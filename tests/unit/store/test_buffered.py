@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, event, select
 
 from hango.compaction.record import RunState
 from hango.core.errors import UnknownSessionError
@@ -187,3 +187,19 @@ def test_every_store_method_is_answered_from_memory_or_after_a_flush() -> None:
     answered = {name for name in vars(BufferedStore) if not name.startswith("__")}
     assert asked - answered - unbuffered == set()
     assert set(FLUSHED_FIRST) <= answered
+
+
+def test_rows_of_a_failed_flush_stay_pending_for_the_next(tmp_path: Path) -> None:
+    store = _fresh(tmp_path / "buffered.db")
+    _turn(store, "s1", 1)
+
+    def refuse(*args: Any) -> None:
+        raise RuntimeError("disk full")
+
+    event.listen(store.engine, "before_cursor_execute", refuse)
+    with pytest.raises(RuntimeError, match="disk full"):
+        store.flush()
+    event.remove(store.engine, "before_cursor_execute", refuse)
+    store.flush()
+    assert [m.message.content for m in store.messages("s1")] == ["u1", "a1"]
+    assert [(r.turn, r.status) for r in store.runs("s1")] == [(1, "completed")]
