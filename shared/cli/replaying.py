@@ -34,7 +34,7 @@ from hango.core.messages import (
 from hango.middleware.summarization import SummarizationMiddleware
 from hango.providers.base import Capabilities
 from hango.tokens import Estimator
-from hango.tokens.measure import RequestEstimate
+from hango.tokens.measure import FixedEstimate, RequestEstimate
 from hango.tools.builtin import (
     COMPACT_CONVERSATION,
     EDIT_FILE,
@@ -76,6 +76,8 @@ class RecordedReplies:
         self.estimate = RequestEstimate(estimator)
         # Only the last answered request: keeping all of them kept every copy alive.
         self.last: Request | None = None
+        # And its estimate, which the replay's figures take rather than estimating it again.
+        self.last_tokens = 0
         self.answered = 0
         self._pending: Message | None = None
         self._ids = itertools.count(1)
@@ -94,7 +96,7 @@ class RecordedReplies:
                 maximum=self.window,
                 status=400,
             )
-        self.last = request
+        self.last, self.last_tokens = request, tokens
         self.answered += 1
         blocks = self._pending.blocks()
         self._pending = None
@@ -217,7 +219,7 @@ def replay_transcript(
                     loop.call_model(ctx)
                     sent = replies.last
                     assert sent is not None
-                    run.called(replies.estimate(sent), raw.of(sent))
+                    run.called(replies.last_tokens, raw.of(sent))
                     if on_call is not None:
                         on_call(sent, raw.count)
                     loop.append(ctx, message)
@@ -246,11 +248,13 @@ class _RawTokens:
 
     The same figure as estimating the request with every message so far (the estimate of
     a request is its fixed part plus the sum of its messages'), without building that
-    request on every call: a long replay stays linear.
+    request on every call: a long replay stays linear. The fixed part is remembered by
+    the identity of the system and tools the loop sends on every call.
     """
 
     def __init__(self, estimator: Estimator) -> None:
         self.estimator = estimator
+        self.fixed = FixedEstimate(estimator)
         self.count = 0
         self.messages_tokens = 0
 
@@ -259,8 +263,7 @@ class _RawTokens:
         self.messages_tokens += self.estimator.estimate_message(message)
 
     def of(self, sent: Request) -> int:
-        fixed = self.estimator.estimate_request(sent.model_copy(update={"messages": ()}))
-        return fixed + self.messages_tokens
+        return self.fixed(sent) + self.messages_tokens
 
 
 def as_stored(message: Message, loop: AgentLoop, session_id: str) -> Message:

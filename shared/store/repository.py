@@ -207,6 +207,9 @@ class Store:
         """
         return cls(engine_from_url(url, create_directory=create_directory))
 
+    def flush(self) -> None:
+        """Nothing waits here (every method commits); a buffered store writes its rows."""
+
     @property
     def where(self) -> str:
         """The database's URL without its password, fit for a message."""

@@ -12,6 +12,7 @@ from sqlalchemy import text
 from hango.cli import main
 from hango.cli.replay import replay_store
 from hango.core.settings import load_settings
+from hango.store.buffered import BufferedStore
 from hango.store.repository import Store
 from hango.tokens.framing import FramedEstimator
 
@@ -76,6 +77,9 @@ def test_the_scratch_database_skips_syncs_and_a_given_database_keeps_them(tmp_pa
         assert _synchronous(scratch_store) == 0  # OFF: the file is deleted at the end
         assert _synchronous(given_store) == 1  # NORMAL, as every command opens it
         assert scratch_store.session("nothing") is None  # migrated: the schema is there
+        # Only the scratch file, which this process alone writes, is written in batches.
+        assert isinstance(scratch_store, BufferedStore)
+        assert type(given_store) is Store
     finally:
         scratch_store.engine.dispose()
         given_store.engine.dispose()

@@ -158,7 +158,11 @@ def compaction(at_turn: int, kept_from_seq: int) -> CompactionRecord:
 
 
 class StoreContract:
-    """Checks every store must pass; subclasses provide the ``store`` fixture."""
+    """Checks every store must pass; subclasses provide the ``store`` fixture.
+
+    A check that reads the tables through ``store.engine`` calls ``store.flush()`` first
+    (a no-op but for a buffered store, which writes its pending rows then).
+    """
 
     def test_tool_batches_round_trip_exactly(self, store: Store) -> None:
         store.ensure_session("s1", "claude-sonnet-4-5")
@@ -173,6 +177,7 @@ class StoreContract:
             assert stored.turn == turn
             # Order-sensitive: the JSON comes back key for key, as it was written.
             assert json.dumps(stored.message.to_api()) == json.dumps(original.to_api())
+        store.flush()
         with store.engine.connect() as conn:
             raw = conn.execute(select(messages.c.role, messages.c.content)).all()
         assert [row.content for row in raw] == [m.to_api() for _, m in conversation]
@@ -349,6 +354,7 @@ class StoreContract:
         store.ensure_session("s1", "m")
         with recorded_statements(store.engine) as seen:
             store.write_session_counters("s1", last_input_tokens=123_456, compactions=2)
+            store.flush()
 
         updates = [s for s in seen if s.upper().startswith("UPDATE")]
         assert len(updates) == 1
@@ -372,8 +378,10 @@ class StoreContract:
             price,
         )
         store.write_session_counters("s1", last_input_tokens=1007, compactions=0, usage=turn)
+        store.flush()
         with recorded_statements(store.engine) as seen:
             store.write_session_counters("s1", last_input_tokens=1010, compactions=1, usage=turn)
+            store.flush()
 
         assert [s.upper()[:15] for s in seen if s.upper().startswith("UPDATE")] == [
             "UPDATE SESSIONS"
@@ -401,9 +409,11 @@ class StoreContract:
                 store.append_message("s1", turn, message)
             run_id = store.start_run("s1", 2, RunState())
             store.save_run_state(run_id, RunState().with_compaction(compaction(2, 4)))
+            store.flush()
             before = message_rows(store.engine, "s1")
             store.write_session_counters("s1", last_input_tokens=9, compactions=1)
             store.finish_run(run_id, "completed")
+            store.flush()
 
         assert message_rows(store.engine, "s1") == before
         touching_messages = [
