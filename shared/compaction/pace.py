@@ -106,10 +106,19 @@ class SessionPace:
         growth = self.growth_per_call()
         if tokens > trigger or not growth:
             return calls_to_trigger(tokens, trigger, growth or 0)
-        for calls in range(1, len(self.growth) + 1):
-            if tokens + (self.growth_over(calls) or 0) > trigger:
-                return calls
-        return calls_to_trigger(tokens, trigger, growth)
+        # No round is negative, so the largest growth over k rounds grows with k: the
+        # fewest calls that could cross is found by halving, not by trying every k (each
+        # a pass over the rounds), on every call of a session far from its trigger.
+        low, high = 1, len(self.growth)
+        if tokens + (self.growth_over(high) or 0) <= trigger:
+            return calls_to_trigger(tokens, trigger, growth)
+        while low < high:
+            middle = (low + high) // 2
+            if tokens + (self.growth_over(middle) or 0) > trigger:
+                high = middle
+            else:
+                low = middle + 1
+        return low
 
     def seconds_per_call(self) -> float | None:
         return quantile(self.intervals, INTERVAL_QUANTILE)

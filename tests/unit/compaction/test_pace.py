@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hango.compaction.pace import (
     GROWTH_RECENT,
@@ -18,6 +20,7 @@ from hango.compaction.pace import (
     quantile,
     start_now,
 )
+from tests.properties import examples
 
 
 def paced(rounds: list[int], seconds: float, start: int = 1000) -> SessionPace:
@@ -169,3 +172,26 @@ def test_horizon_is_unbounded_before_the_pace_is_known_or_when_calls_take_no_tim
     assert horizon(SessionPace(), 1.0) == float("inf")
     assert horizon(paced([1000] * 3, seconds=0.0), 1.0) == float("inf")
     assert horizon(paced([1000] * 3, seconds=0.0), 0.0) == 1
+
+
+@settings(deadline=None, max_examples=examples(300))
+@given(
+    st.lists(st.integers(0, 5_000), min_size=1, max_size=GROWTH_RECENT),
+    st.integers(0, 60_000),
+    st.integers(1, 60_000),
+)
+def test_the_fewest_calls_to_the_trigger_are_those_of_trying_every_count(
+    rounds: list[int], tokens: int, trigger: int
+) -> None:
+    pace = SessionPace()
+    pace.growth.extend(rounds)
+    growth = pace.growth_per_call()
+    expected: int | None
+    if tokens > trigger or not growth:
+        expected = calls_to_trigger(tokens, trigger, growth or 0)
+    else:
+        tried = (
+            k for k in range(1, len(rounds) + 1) if tokens + (pace.growth_over(k) or 0) > trigger
+        )
+        expected = next(tried, calls_to_trigger(tokens, trigger, growth))
+    assert pace.calls_until(tokens, trigger) == expected
