@@ -55,7 +55,10 @@ class Prefix(Positions[T]):
         return self._items[position]
 
     def _span(self, index: slice) -> tuple[T, ...]:
-        return tuple(self._items[: self._length][index])
+        start, stop, step = index.indices(self._length)  # the slice alone is copied
+        if step > 0:
+            return tuple(self._items[start:stop:step])
+        return tuple(map(self._items.__getitem__, range(start, stop, step)))
 
     def __iter__(self) -> Iterator[T]:
         return itertools.islice(self._items, self._length)

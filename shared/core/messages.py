@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
@@ -229,6 +229,8 @@ class ToolDefinition(WireModel):
 def _fixed(value: Any, validate: ValidatorFunctionWrapHandler) -> Sequence[Message]:
     if isinstance(value, Prefix):  # a copy's view: messages it made, as fixed as a tuple
         return value
+    if isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping | list):
+        value = tuple(value)  # pydantic would rebuild another sequence type by calling it
     messages = validate(value)
     return messages if isinstance(messages, tuple) else tuple(messages)
 

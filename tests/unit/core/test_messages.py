@@ -263,3 +263,15 @@ def test_message_sequences_are_tuples() -> None:
     assert isinstance(request.messages, tuple)
     assert isinstance(request.messages[1].content, tuple)
     assert isinstance(request.tools, tuple)
+
+
+def test_a_request_takes_its_messages_from_any_iterable_as_a_tuple() -> None:
+    said = [Message(role="user", content="a"), Message(role="assistant", content="b")]
+    marked = Message(role="user", content="A")
+    plain = Request(model="m", max_tokens=1, messages=said)
+    sent = Request(model="m", max_tokens=1, messages=plain.with_marks({0: marked}).sent_messages())
+    assert sent.messages == (marked, said[1]) and type(sent.messages) is tuple
+    assert type(plain.messages) is tuple
+    generated = Request(model="m", max_tokens=1, messages=(m for m in said))
+    assert generated.messages == tuple(said)
+    assert Request(model="m", max_tokens=1, messages={1: said[0]}.values()).messages == (said[0],)
