@@ -215,6 +215,12 @@ class ModelProfile:
         (never above it: the request would compact again on the next call)."""
         return min(int(self.max_input_tokens * self.target_frac + 1e-6), self.trigger_tokens)
 
+    def kept_from(self, n_messages: int, first_real: int, ahead: int = 0) -> int:
+        """Where the raw keep window starts among ``n_messages`` (the first ``first_real``
+        a summary head), ``ahead`` more still to come and kept in its share: a compaction's
+        keep boundary is there or, moved back to a group start, before it."""
+        return n_messages - max(0, self.keep_count(n_messages - first_real + ahead) - ahead)
+
     def keep_count(self, n_messages: int) -> int:
         """How many of the latest ``n_messages`` to keep verbatim (at least one, if any)."""
         if n_messages <= 0:

@@ -119,8 +119,10 @@ class Presummaries:
         extended = current if current is not None and self.still_valid(call, current) else None
         if extended is not None and not self._extension_due(call, extended, tokens):
             return
-        trigger = self.profile.trigger_tokens
-        at = boundary(self.pacer.messages_ahead(call.session_id, tokens, trigger))
+        ahead = self.pacer.messages_ahead(call.session_id, tokens, self.profile.trigger_tokens)
+        if extended is not None and not self._may_extend(call, extended, tokens, ahead):
+            return
+        at = boundary(ahead)
         evicted = () if at is None else stored_before(call, seq_at(call, at))
         if at is None or not evicted or (extended and evicted[-1].seq <= extended.pending.to_seq):
             return  # nothing, or nothing more than the pre-summary it would replace covers
@@ -231,8 +233,19 @@ class Presummaries:
         :meth:`_extension_due`): with it off a pre-summary starts at the fixed floor and
         is extended only to fit, as before.
         """
-        if self._outgrown(call, ready, tokens):
-            return True
+        return self._outgrown(call, ready, tokens) or self._short_of(call, ready, tokens, at)
+
+    def _may_extend(self, call: ModelCall, ready: Presummary, tokens: int, ahead: int) -> bool:
+        """:meth:`_extension_pays` without the cut, by a bound: the cut lies at or before
+        where the raw keep window starts (it moves back to a group start), so a ready one
+        not short of that start is not short of the cut. Finding the cut walks the whole
+        history; this is asked on every call in the band."""
+        first_real = 1 if call.summary_message_present else 0
+        kept_from = self.profile.kept_from(len(call.request.messages), first_real, ahead)
+        return self._outgrown(call, ready, tokens) or self._short_of(call, ready, tokens, kept_from)
+
+    def _short_of(self, call: ModelCall, ready: Presummary, tokens: int, at: int) -> bool:
+        """Whether ``ready`` leaves a third of the target or more before ``at`` verbatim."""
         index = call.index_of(ready.pending.to_seq + 1)
         if index is None or index >= at:
             return False

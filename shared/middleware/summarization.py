@@ -180,7 +180,7 @@ class SummarizationMiddleware(Compacting, PassThrough):
     ) -> int | None:
         # ``ahead``: messages still to come before the cut (a pre-summary's plan for the
         # trigger); the trigger keeps its share of them too, and they are all kept.
-        keep = max(0, self.profile.keep_count(len(messages) - first_real + ahead) - ahead)
+        keep = len(messages) - self.profile.kept_from(len(messages), first_real, ahead)
         return keep_boundary(messages, keep, min_index=first_real + 1, starts=starts)
 
     def can_evict(self, messages: Sequence[Message], *, head_present: bool) -> bool:
