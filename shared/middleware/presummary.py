@@ -50,7 +50,7 @@ _PLACEHOLDER = SummaryResult(text=".", summarizer="none")
 PRESUMMARY_THREADS = 4
 
 # A ready pre-summary that leaves verbatim a third of the target or more of what a cut made
-# now would evict is extended for coverage (see ``Presummaries._extension_pays``). A
+# now would evict is extended for coverage (see ``Presummaries._short_of``). A
 # measured point on the corpus (docs/benchmarks.md, 2026-12-03 "coverage"): at a quarter
 # more were extended, the summaries cost more and one transcript's cache-read share fell;
 # at the trigger's slack (trigger - target) none was.
@@ -112,7 +112,7 @@ class Presummaries:
         its keep share: ``boundary(ahead)``); at the trigger more messages exist, so the
         trigger's range starts with this one. Nothing is dispatched while a pre-summary of
         the session is in flight, or is ready, projected to fit and covering enough; a
-        ready one that does not is extended (:meth:`_extension_pays`).
+        ready one that does not is extended (:meth:`_outgrown`, :meth:`_short_of`).
         """
         with self._lock:
             current = self.items.get(call.session_id)
@@ -120,13 +120,20 @@ class Presummaries:
         if extended is not None and not self._extension_due(call, extended, tokens):
             return
         ahead = self.pacer.messages_ahead(call.session_id, tokens, self.profile.trigger_tokens)
-        if extended is not None and not self._may_extend(call, extended, tokens, ahead):
+        # Not outgrown, a ready one is extended only for coverage, judged at the cut. Finding
+        # the cut walks the whole history, and this is asked on every call in the band: the
+        # cut lies at or before where the raw keep window starts (it moves back to a group
+        # start), so one not short of that start is not short of the cut.
+        fits = extended if extended and not self._outgrown(call, extended, tokens) else None
+        if fits is not None and not self._short_of(
+            call, fits, tokens, self._kept_from(call, ahead)
+        ):
             return
         at = boundary(ahead)
         evicted = () if at is None else stored_before(call, seq_at(call, at))
         if at is None or not evicted or (extended and evicted[-1].seq <= extended.pending.to_seq):
             return  # nothing, or nothing more than the pre-summary it would replace covers
-        if extended is not None and not self._extension_pays(call, extended, tokens, at):
+        if fits is not None and not self._short_of(call, fits, tokens, at):
             return
         self._start(call, evicted, extended, at)
 
@@ -221,31 +228,20 @@ class Presummaries:
         summarizer = self.profile.summarizer_model or call.request.model
         return self.pacer.growth_within_horizon(call.session_id, summarizer)
 
-    def _extension_pays(self, call: ModelCall, ready: Presummary, tokens: int, at: int) -> bool:
-        """Whether ``ready`` is extended up to ``at``, the cut a pre-summary started now
-        would make: when it would not fit at the trigger (:meth:`_outgrown`), or when it
-        falls short of ``at`` by a third of the target or more (``COVERAGE_SHARE``).
-
-        The second is for coverage: one dispatched right after a compaction (its request
-        over the floor, the pace saying start now) may cover a few messages, fit under
-        the target at the trigger, and leave a kept context so large that the next
-        compaction comes sooner (``docs/benchmarks.md``). Only with the pace on (see
-        :meth:`_extension_due`): with it off a pre-summary starts at the fixed floor and
-        is extended only to fit, as before.
-        """
-        return self._outgrown(call, ready, tokens) or self._short_of(call, ready, tokens, at)
-
-    def _may_extend(self, call: ModelCall, ready: Presummary, tokens: int, ahead: int) -> bool:
-        """:meth:`_extension_pays` without the cut, by a bound: the cut lies at or before
-        where the raw keep window starts (it moves back to a group start), so a ready one
-        not short of that start is not short of the cut. Finding the cut walks the whole
-        history; this is asked on every call in the band."""
+    def _kept_from(self, call: ModelCall, ahead: int) -> int:
         first_real = 1 if call.summary_message_present else 0
-        kept_from = self.profile.kept_from(len(call.request.messages), first_real, ahead)
-        return self._outgrown(call, ready, tokens) or self._short_of(call, ready, tokens, kept_from)
+        return self.profile.kept_from(len(call.request.messages), first_real, ahead)
 
     def _short_of(self, call: ModelCall, ready: Presummary, tokens: int, at: int) -> bool:
-        """Whether ``ready`` leaves a third of the target or more before ``at`` verbatim."""
+        """Whether ``ready`` leaves a third of the target or more before ``at`` verbatim
+        (``COVERAGE_SHARE``): then it is extended up to ``at`` although it fits.
+
+        One dispatched right after a compaction (its request over the floor, the pace
+        saying start now) may cover a few messages, fit under the target at the trigger,
+        and leave a kept context so large that the next compaction comes sooner
+        (``docs/benchmarks.md``). Only with the pace on (see :meth:`_extension_due`): with
+        it off a pre-summary starts at the fixed floor and is extended only to fit.
+        """
         index = call.index_of(ready.pending.to_seq + 1)
         if index is None or index >= at:
             return False
@@ -275,11 +271,9 @@ class Presummaries:
         whole, before = self.estimate.split(call.request, index)
         scale = tokens / whole if whole > 0 else 1.0
         kept_tokens = round((whole - before + summary) * scale)
-        profile, growth = self.profile, self.pacer.growth(call.session_id)
-        summarizer = profile.summarizer_model or call.request.model
-        within = self.pacer.growth_within_horizon(call.session_id, summarizer)
-        trigger, target = profile.trigger_tokens, profile.target_tokens
-        return outgrows(kept_tokens, tokens, trigger, target, growth, within)
+        trigger, target = self.profile.trigger_tokens, self.profile.target_tokens
+        growth = self.pacer.growth(call.session_id)
+        return outgrows(kept_tokens, tokens, trigger, target, growth, self._within(call))
 
     def still_valid(self, call: ModelCall, ready: Presummary) -> bool:
         """The pre-summary covers these very messages on top of the same previous summary.
