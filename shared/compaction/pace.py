@@ -23,6 +23,7 @@ ready one is extended. Pure: the caller supplies the clock's readings and keeps 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -106,19 +107,17 @@ class SessionPace:
         growth = self.growth_per_call()
         if tokens > trigger or not growth:
             return calls_to_trigger(tokens, trigger, growth or 0)
+
         # No round is negative, so the largest growth over k rounds grows with k: the
         # fewest calls that could cross is found by halving, not by trying every k (each
         # a pass over the rounds), on every call of a session far from its trigger.
-        low, high = 1, len(self.growth)
-        if tokens + (self.growth_over(high) or 0) <= trigger:
+        def crosses(calls: int) -> bool:
+            return tokens + (self.growth_over(calls) or 0) > trigger
+
+        remembered = range(1, len(self.growth) + 1)
+        if not crosses(remembered[-1]):
             return calls_to_trigger(tokens, trigger, growth)
-        while low < high:
-            middle = (low + high) // 2
-            if tokens + (self.growth_over(middle) or 0) > trigger:
-                high = middle
-            else:
-                low = middle + 1
-        return low
+        return remembered[bisect_left(remembered, True, hi=len(remembered) - 1, key=crosses)]
 
     def seconds_per_call(self) -> float | None:
         return quantile(self.intervals, INTERVAL_QUANTILE)

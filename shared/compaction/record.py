@@ -48,9 +48,8 @@ class CompactionRecord(BaseModel):
     @property
     def saved_to_seq(self) -> int:
         """The last sequence number whose message the history file holds."""
-        if self.offloaded_to_seq is not None:
-            return self.offloaded_to_seq
-        return self.kept_from_seq - 1
+        offloaded = self.offloaded_to_seq
+        return self.kept_from_seq - 1 if offloaded is None else offloaded
 
 
 class PendingSummary(BaseModel):

@@ -140,15 +140,11 @@ def apply_record(call: ModelCall, record: CompactionRecord, boundary: int) -> Mo
 def tokens_between(
     call: ModelCall, estimate: RequestEstimate, tokens: int, start: int, end: int
 ) -> float:
-    """Tokens of the messages from ``start`` up to ``end`` (none when it is not before it),
-    in the units of ``tokens`` (the whole request's figure), from the running per-message
-    figures: no walk over the messages."""
-    if start >= end:
-        return 0.0
+    """Tokens of the messages from ``start`` up to ``end``, in the units of ``tokens`` (the
+    whole request's figure), from the running per-message figures: no walk over them."""
     whole, before_start = estimate.split(call.request, start)
-    before_end = estimate.split(call.request, end)[1]
     scale = tokens / whole if whole > 0 else 1.0
-    return (before_end - before_start) * scale
+    return (estimate.split(call.request, end)[1] - before_start) * scale
 
 
 def undercount_scale(call: ModelCall) -> float:
