@@ -56,7 +56,11 @@ def extractive_briefing(job: SummaryJob) -> str:
         earlier = min(earlier, length * CHARS_PER_TOKEN // 2)
     # The earlier summary carries what every compaction before kept (bounded above): whole.
     previous = _section("Earlier summary", [bounded(job.previous_summary or "", earlier)])
-    kept = [s for s in (_header(job), previous) if s]
+    header = (
+        f"_Extractive summary of messages {job.from_seq} to {job.to_seq}, assembled without "
+        "a model; the history file holds every message verbatim._"
+    )
+    kept = [s for s in (header, previous) if s]
     sections = _sections(job.evicted)
     if length:
         room = length * CHARS_PER_TOKEN - len(BUDGET_NOTE) - sum(len(s) + 2 for s in kept)
@@ -102,13 +106,6 @@ def _cut_section(section: str, share: int) -> str:
     if len(section) <= share:
         return section
     return section[: max(0, share - len(CUT_MARK))] + CUT_MARK
-
-
-def _header(job: SummaryJob) -> str:
-    return (
-        f"_Extractive summary of messages {job.from_seq} to {job.to_seq}, assembled without "
-        "a model; the history file holds every message verbatim._"
-    )
 
 
 def _sections(evicted: Sequence[StoredMessage]) -> list[str]:

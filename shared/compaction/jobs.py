@@ -116,6 +116,4 @@ def range_fingerprint(evicted: Sequence[StoredMessage]) -> str:
 def summary_digest(text: str | None) -> str:
     """A short digest of a previous summary (``""`` for none): task arguments carry no
     conversation text, so the worker reads it from the store and checks it against this."""
-    if text is None:
-        return ""
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return "" if text is None else hashlib.sha256(text.encode()).hexdigest()[:16]
