@@ -101,7 +101,6 @@ class Summarizer(Protocol):
 class HistoryOffloader(Protocol):
     def offload(self, job: OffloadJob) -> str:
         """Append the evicted range to the session's history file; return its path."""
-        ...
 
 
 def range_fingerprint(evicted: Sequence[StoredMessage]) -> str:

@@ -97,11 +97,11 @@ class Compacting(Truncating):
         the trigger's range now would not bring it under the target either (a large newest
         round): that would only make the turn wait."""
         target = self.profile.target_tokens
+        if after <= target:
+            return True
         # What the pre-summary leaves verbatim that the trigger's plan would summarize.
         left = tokens_between(call, self.figure.estimate, tokens, index, plan.boundary)
-        if after <= target or (
-            after <= self.profile.trigger_tokens and after - round(left) > target
-        ):
+        if after <= self.profile.trigger_tokens and after - round(left) > target:
             return True
         log.info(
             "session %s turn %d: with the pre-summary the request is %d tokens, over the "
