@@ -183,8 +183,7 @@ def messages_ahead(pace: SessionPace, tokens: int, trigger: int) -> int:
     growth quantile allows, less the slack, so the trigger never finds the pre-summary
     covering messages it must keep.
     """
-    growth = pace.growth_per_call()
-    calls = None if growth is None else calls_to_trigger(tokens, trigger, growth)
+    calls = calls_to_trigger(tokens, trigger, pace.growth_per_call() or 0)
     return max(0, (calls or 0) - SLACK_CALLS) * MESSAGES_PER_CALL
 
 

@@ -176,7 +176,7 @@ class Settings(BaseSettings):
     @classmethod
     def _supported_database(cls, value: str) -> str:
         if not _SUPPORTED_SCHEMES.match(value):
-            scheme = value.split("://", 1)[0] if "://" in value else value
+            scheme = value.split("://", 1)[0]
             raise ValueError(
                 f"unsupported database {scheme!r}: use {' or '.join(SUPPORTED_DATABASES)}"
             )

@@ -235,9 +235,7 @@ def _kept_verbatim(call: ModelCall, sent: Request, boundary: int) -> int | None:
     it or at its end and both start alike (no compaction in between); ``None`` otherwise."""
     messages = call.request.messages
     count = len(sent.messages)
-    if not 0 < boundary <= count <= len(messages):
-        return None
-    if sent.messages[0].text() != messages[0].text():
+    if not 0 < boundary <= count <= len(messages) or sent.messages[0].text() != messages[0].text():
         return None
     return count - boundary
 
