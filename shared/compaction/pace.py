@@ -151,9 +151,7 @@ def latency_in_calls(latency: float, interval: float) -> float:
     """How many calls a summary takes: ``inf`` when calls take no time and summaries do."""
     if latency <= 0:
         return 0.0
-    if interval <= 0:
-        return math.inf
-    return latency * LATENCY_MARGIN / interval
+    return math.inf if interval <= 0 else latency * LATENCY_MARGIN / interval
 
 
 def start_now(pace: SessionPace, tokens: int, trigger: int, latency: float) -> bool:

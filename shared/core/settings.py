@@ -226,9 +226,7 @@ def sqlite_path(url: str) -> Path | None:
     if found is None:
         return None
     path = found.group("path")
-    if not path or path == ":memory:" or path.startswith("file:"):
-        return None
-    return Path(path)
+    return None if not path or path == ":memory:" or path.startswith("file:") else Path(path)
 
 
 def env_name(field: str) -> str:

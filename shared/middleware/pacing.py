@@ -100,9 +100,7 @@ class Pacer:
 
     def ready_at(self, started: float) -> float:
         """On the clock: when a summary started at ``started`` and finished just now was ready."""
-        if self.summary_seconds is not None:
-            return started + self.summary_seconds
-        return self.clock()
+        return self.clock() if self.summary_seconds is None else started + self.summary_seconds
 
     def is_ready(self, started: float, work: Future[Any]) -> bool:
         """Whether a summary started at ``started`` is ready now: on a simulated clock when

@@ -78,6 +78,4 @@ class ScriptedProvider:
             )
         if isinstance(reply, BaseException):
             raise reply
-        if isinstance(reply, Response):
-            return reply
-        return reply(request)
+        return reply if isinstance(reply, Response) else reply(request)
