@@ -267,8 +267,7 @@ class RoutedSummary:
 
     def _on_prefix(self, job: SummaryJob) -> SummaryResult:
         sent, prefix = self.choice.sent, self.router.prefix
-        if sent is None or prefix is None:  # pragma: no cover - a prefix choice has both
-            return _failed("no previous request")
+        assert sent is not None and prefix is not None  # a prefix choice has both
         instruction = prefix_instruction(self.choice.kept, job.asked_length())
         cap = job.reply_cap(DEFAULT_SUMMARY_MAX_TOKENS)
         result = prefix.summarize(job, prefix_request(sent.request, instruction, cap))
