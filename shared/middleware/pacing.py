@@ -121,20 +121,6 @@ class Pacer:
         return max(0.0, ready_at - self.clock())
 
 
-class SteppedClock:
-    """A simulated clock: it moves only when told (``hango simulate``: by each model call's
-    scripted latency), so a seeded run paces its pre-summaries the same way every time."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @dataclass(frozen=True)
 class Timed:
     """``inner``, its latency recorded under the job's model on every summary."""
