@@ -49,7 +49,6 @@ from hango.core.errors import ConfigError
 from hango.core.messages import Request
 from hango.core.settings import Settings, load_settings
 from hango.middleware.observer import NullObserver
-from hango.middleware.pacing import SteppedClock
 from hango.middleware.summary_route import ProviderPrefix
 from hango.providers.base import Provider
 from hango.simulate.runner import Simulation, SimulationOutcome, build_simulation, scripted_model
@@ -195,14 +194,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 class CallClock(NullObserver):
-    """The scripted session's clock: each model call takes ``model_latency`` on it."""
+    """The scripted session's clock: it moves only as each model call takes ``model_latency``
+    on it, so a seeded run paces its pre-summaries the same way every time."""
 
     def __init__(self, model_latency: float) -> None:
-        self.clock = SteppedClock()
+        self.now = 0.0
         self.model_latency = model_latency
 
+    def __call__(self) -> float:
+        return self.now
+
     def request_sent(self, session_id: str, turn: int, request: Request, input_tokens: int) -> None:
-        self.clock.advance(self.model_latency)
+        self.now += self.model_latency
 
 
 def simulated_pacing(
@@ -213,7 +216,7 @@ def simulated_pacing(
     the worker's real clock with ``--queue`` or a real model."""
     if args.queue or args.provider != "scripted":
         return None
-    return {"clock": clock.clock, "summary_seconds": settings.simulated_summarizer_latency}
+    return {"clock": clock, "summary_seconds": settings.simulated_summarizer_latency}
 
 
 def simulation_report(

@@ -38,6 +38,4 @@ def keep_boundary(
     starts = group_starts(messages) if starts is None else starts
     # Every start is < len(messages), so a kept part is never empty.
     position = bisect_right(starts, raw) - 1
-    if position < 0 or starts[position] < min_index:
-        return None
-    return starts[position]
+    return None if position < 0 or starts[position] < min_index else starts[position]

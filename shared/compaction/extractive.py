@@ -45,25 +45,26 @@ class ExtractiveSummarizer:
     name = SUMMARIZER_NAME
 
     def summarize(self, job: SummaryJob) -> SummaryResult:
-        return SummaryResult(text=extractive_briefing(job), summarizer=SUMMARIZER_NAME)
-
-
-def extractive_briefing(job: SummaryJob) -> str:
-    """The briefing text: fixed sections, each bounded, empty sections left out, the whole
-    kept to the length the job asks for (what a model is asked to write)."""
-    earlier, length = PREVIOUS_SUMMARY_CHARS, job.asked_length()
-    if length:  # the earlier summary takes half of it at most
-        earlier = min(earlier, length * CHARS_PER_TOKEN // 2)
-    # The earlier summary carries what every compaction before kept (bounded above): whole.
-    previous = _section("Earlier summary", [bounded(job.previous_summary or "", earlier)])
-    kept = [s for s in (_header(job), previous) if s]
-    sections = _sections(job.evicted)
-    if length:
-        room = length * CHARS_PER_TOKEN - len(BUDGET_NOTE) - sum(len(s) + 2 for s in kept)
-        sections = _shared_out(sections, room)
-    text = "\n\n".join([*kept, *sections])
-    # A budget too small for even the kept part: one cut, as at the hard room.
-    return cut_to_tokens(text, length, BUDGET_NOTE) if length else text
+        """The briefing: fixed sections, each bounded, empty sections left out, the whole
+        kept to the length the job asks for (what a model is asked to write)."""
+        earlier, length = PREVIOUS_SUMMARY_CHARS, job.asked_length()
+        if length:  # the earlier summary takes half of it at most
+            earlier = min(earlier, length * CHARS_PER_TOKEN // 2)
+        # The earlier summary carries what every compaction before kept (bounded above): whole.
+        previous = _section("Earlier summary", [bounded(job.previous_summary or "", earlier)])
+        header = (
+            f"_Extractive summary of messages {job.from_seq} to {job.to_seq}, assembled without "
+            "a model; the history file holds every message verbatim._"
+        )
+        kept = [s for s in (header, previous) if s]
+        sections = _sections(job.evicted)
+        if length:
+            room = length * CHARS_PER_TOKEN - len(BUDGET_NOTE) - sum(len(s) + 2 for s in kept)
+            sections = _shared_out(sections, room)
+        text = "\n\n".join([*kept, *sections])
+        # A budget too small for even the kept part: one cut, as at the hard room.
+        text = cut_to_tokens(text, length, BUDGET_NOTE) if length else text
+        return SummaryResult(text=text, summarizer=SUMMARIZER_NAME)
 
 
 def cut_to_tokens(text: str, tokens: int, note: str = WINDOW_NOTE) -> str:
@@ -102,13 +103,6 @@ def _cut_section(section: str, share: int) -> str:
     if len(section) <= share:
         return section
     return section[: max(0, share - len(CUT_MARK))] + CUT_MARK
-
-
-def _header(job: SummaryJob) -> str:
-    return (
-        f"_Extractive summary of messages {job.from_seq} to {job.to_seq}, assembled without "
-        "a model; the history file holds every message verbatim._"
-    )
 
 
 def _sections(evicted: Sequence[StoredMessage]) -> list[str]:

@@ -17,7 +17,6 @@ _NOTICE = (
     "request to fit the model's context window. {where}"
 )
 
-
 _REQUEST_QUOTE = (
     "The user's request that started turn {turn} is quoted here verbatim, because the "
     "messages above no longer hold it:\n<user_request>\n{text}\n</user_request>"

@@ -101,7 +101,6 @@ class Summarizer(Protocol):
 class HistoryOffloader(Protocol):
     def offload(self, job: OffloadJob) -> str:
         """Append the evicted range to the session's history file; return its path."""
-        ...
 
 
 def range_fingerprint(evicted: Sequence[StoredMessage]) -> str:
@@ -116,6 +115,4 @@ def range_fingerprint(evicted: Sequence[StoredMessage]) -> str:
 def summary_digest(text: str | None) -> str:
     """A short digest of a previous summary (``""`` for none): task arguments carry no
     conversation text, so the worker reads it from the store and checks it against this."""
-    if text is None:
-        return ""
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return "" if text is None else hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -53,15 +53,9 @@ def drop_oldest_groups(
             tokens=smallest,
             limit=limit,
         )
-    # Invariant: candidates[high] fits; find the first candidate that fits.
-    low, high = 0, len(candidates) - 1
-    while low < high:
-        middle = (low + high) // 2
-        if size_from(candidates[middle]) <= limit:
-            high = middle
-        else:
-            low = middle + 1
-    return candidates[high]
+    # The last candidate fits; the first one that fits, by halving.
+    last = len(candidates) - 1
+    return candidates[bisect_left(candidates, True, hi=last, key=lambda b: size_from(b) <= limit)]
 
 
 def _no_boundary(

@@ -23,6 +23,7 @@ ready one is extended. Pure: the caller supplies the clock's readings and keeps 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -106,19 +107,17 @@ class SessionPace:
         growth = self.growth_per_call()
         if tokens > trigger or not growth:
             return calls_to_trigger(tokens, trigger, growth or 0)
+
         # No round is negative, so the largest growth over k rounds grows with k: the
         # fewest calls that could cross is found by halving, not by trying every k (each
         # a pass over the rounds), on every call of a session far from its trigger.
-        low, high = 1, len(self.growth)
-        if tokens + (self.growth_over(high) or 0) <= trigger:
+        def crosses(calls: int) -> bool:
+            return tokens + (self.growth_over(calls) or 0) > trigger
+
+        remembered = range(1, len(self.growth) + 1)
+        if not crosses(remembered[-1]):
             return calls_to_trigger(tokens, trigger, growth)
-        while low < high:
-            middle = (low + high) // 2
-            if tokens + (self.growth_over(middle) or 0) > trigger:
-                high = middle
-            else:
-                low = middle + 1
-        return low
+        return remembered[bisect_left(remembered, True, hi=len(remembered) - 1, key=crosses)]
 
     def seconds_per_call(self) -> float | None:
         return quantile(self.intervals, INTERVAL_QUANTILE)
@@ -152,9 +151,7 @@ def latency_in_calls(latency: float, interval: float) -> float:
     """How many calls a summary takes: ``inf`` when calls take no time and summaries do."""
     if latency <= 0:
         return 0.0
-    if interval <= 0:
-        return math.inf
-    return latency * LATENCY_MARGIN / interval
+    return math.inf if interval <= 0 else latency * LATENCY_MARGIN / interval
 
 
 def start_now(pace: SessionPace, tokens: int, trigger: int, latency: float) -> bool:
@@ -184,8 +181,7 @@ def messages_ahead(pace: SessionPace, tokens: int, trigger: int) -> int:
     growth quantile allows, less the slack, so the trigger never finds the pre-summary
     covering messages it must keep.
     """
-    growth = pace.growth_per_call()
-    calls = None if growth is None else calls_to_trigger(tokens, trigger, growth)
+    calls = calls_to_trigger(tokens, trigger, pace.growth_per_call() or 0)
     return max(0, (calls or 0) - SLACK_CALLS) * MESSAGES_PER_CALL
 
 

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from hango.compaction.jobs import JobRef
 from hango.compaction.route import SummaryRoute
 from hango.core.messages import Usage
 
@@ -48,23 +49,16 @@ class CompactionRecord(BaseModel):
     @property
     def saved_to_seq(self) -> int:
         """The last sequence number whose message the history file holds."""
-        if self.offloaded_to_seq is not None:
-            return self.offloaded_to_seq
-        return self.kept_from_seq - 1
+        offloaded = self.offloaded_to_seq
+        return self.kept_from_seq - 1 if offloaded is None else offloaded
 
 
-class PendingSummary(BaseModel):
+class PendingSummary(JobRef):
     """A summary dispatched early, at the watermark, for a compaction the trigger will need:
     the range ``[from_seq, to_seq]``, its messages' ``fingerprint`` (as in the job's key) and
     the ``kept_from_seq`` it builds on (``basis``; None: the first). Used while all still hold.
     """
 
-    model_config = ConfigDict(frozen=True)
-
-    turn: int
-    from_seq: int
-    to_seq: int
-    fingerprint: str
     basis: int | None
 
 

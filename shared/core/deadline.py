@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, wait
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -22,23 +23,17 @@ class CallAbandoned(Exception):
 
 def call_within(seconds: float, call: Callable[[], T], *, name: str) -> T:
     """``call()``'s result or exception, or :class:`CallAbandoned` after ``seconds``."""
-    outcome: list[T] = []
-    failure: list[BaseException] = []
-    done = threading.Event()
+    outcome: Future[T] = Future()
 
     def run() -> None:
         try:
-            outcome.append(call())
+            outcome.set_result(call())
         except BaseException as exc:
-            failure.append(exc)
-        finally:
-            done.set()
+            outcome.set_exception(exc)
 
     # The caller's context goes along: a span the call opens stays a child of the caller's.
     context = contextvars.copy_context()
     threading.Thread(target=context.run, args=(run,), name=name, daemon=True).start()
-    if not done.wait(max(0.0, seconds)):
+    if not wait([outcome], max(0.0, seconds)).done:
         raise CallAbandoned(f"{name}: no answer within {seconds:g} s")
-    if failure:
-        raise failure[0]
-    return outcome[0]
+    return outcome.result()

@@ -1,7 +1,9 @@
 """The product's exceptions, in one small hierarchy under :class:`HangoError`.
 
 Every exception pickles with its fields intact (Celery moves exceptions between
-processes): each one records its constructor keywords and rebuilds itself from them.
+processes): each one records its constructor keywords and rebuilds itself from them. A
+field is a keyword given to :class:`HangoError`; one that may be left out has its default
+as a class attribute.
 """
 
 from __future__ import annotations
@@ -39,9 +41,6 @@ EXIT_WORKER_CONFIG = 78
 
 class ConfigError(HangoError):
     variable: str
-
-    def __init__(self, message: str, *, variable: str) -> None:
-        super().__init__(message, variable=variable)
 
 
 class InvalidSessionIdError(HangoError):
@@ -82,9 +81,6 @@ class CannotFitError(HangoError):
     tokens: int
     limit: int
 
-    def __init__(self, message: str, *, tokens: int, limit: int) -> None:
-        super().__init__(message, tokens=tokens, limit=limit)
-
 
 class SummarizerError(HangoError):
     """A summarizer failed or returned nothing usable."""
@@ -95,10 +91,7 @@ class QueueUnavailableError(HangoError):
 
 
 class ProviderError(HangoError):
-    status: int | None
-
-    def __init__(self, message: str, *, status: int | None = None, **fields: Any) -> None:
-        super().__init__(message, status=status, **fields)
+    status: int | None = None
 
 
 class TransientProviderError(ProviderError):
@@ -113,18 +106,8 @@ class ContextOverflowError(ProviderError):
     """The request did not fit the model's window: ``tokens`` and ``maximum`` as the 400
     text states them (``None`` when the stop reason signalled the overflow)."""
 
-    tokens: int | None
-    maximum: int | None
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        tokens: int | None = None,
-        maximum: int | None = None,
-        status: int | None = None,
-    ) -> None:
-        super().__init__(message, status=status, tokens=tokens, maximum=maximum)
+    tokens: int | None = None
+    maximum: int | None = None
 
 
 class SessionBusyError(HangoError):
@@ -153,15 +136,14 @@ class UnknownSessionError(HangoError):
 class MissingHistoryError(HangoError):
     """A session whose compaction records offloaded to a file the history does not hold."""
 
-    def __init__(self, message: str, *, session_id: str, path: str) -> None:
-        super().__init__(message, session_id=session_id, path=path)
+    session_id: str
+    path: str
 
 
 class SchemaNotReadyError(HangoError):
     """The database lacks the schema (or is behind it): ``hango migrate`` brings it up."""
 
-    def __init__(self, message: str, *, database: str) -> None:
-        super().__init__(message, database=database)
+    database: str
 
 
 class ToolInputError(HangoError):

@@ -242,13 +242,11 @@ class Profiles:
         keep_frac: float = 0.10,
         target_frac: float = 0.60,
         summarizer_model: str | None = None,
-        windows: Mapping[str, int] = BUILTIN_WINDOWS,
         warned: set[str] | None = None,
     ) -> None:
         given = dict(overrides or {})
         # Exact keys first, then their base ids, so a dated key also covers its alias.
         self._overrides = {base_model_id(k): v for k, v in given.items()} | given
-        self._windows = {base_model_id(k): v for k, v in windows.items()}
         self._trigger_frac = trigger_frac
         self._keep_frac = keep_frac
         self._target_frac = target_frac
@@ -290,7 +288,9 @@ class Profiles:
 
     def _build(self, model: str) -> ModelProfile:
         override = self._override(model)
-        window = override.max_input_tokens if override else self._windows.get(base_model_id(model))
+        window = (
+            override.max_input_tokens if override else BUILTIN_WINDOWS.get(base_model_id(model))
+        )
         if window is None:
             return self._fallback(model)
         # The override's fields win; its fractions are never 0, so ``or`` falls back on None.

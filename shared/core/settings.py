@@ -176,7 +176,7 @@ class Settings(BaseSettings):
     @classmethod
     def _supported_database(cls, value: str) -> str:
         if not _SUPPORTED_SCHEMES.match(value):
-            scheme = value.split("://", 1)[0] if "://" in value else value
+            scheme = value.split("://", 1)[0]
             raise ValueError(
                 f"unsupported database {scheme!r}: use {' or '.join(SUPPORTED_DATABASES)}"
             )
@@ -226,9 +226,7 @@ def sqlite_path(url: str) -> Path | None:
     if found is None:
         return None
     path = found.group("path")
-    if not path or path == ":memory:" or path.startswith("file:"):
-        return None
-    return Path(path)
+    return None if not path or path == ":memory:" or path.startswith("file:") else Path(path)
 
 
 def env_name(field: str) -> str:

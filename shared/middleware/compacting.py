@@ -26,6 +26,7 @@ from hango.middleware.evicted import (
     seq_at,
     stored_before,
     summary_record,
+    tokens_between,
     window_of,
 )
 from hango.middleware.pacing import Pacer
@@ -96,10 +97,11 @@ class Compacting(Truncating):
         the trigger's range now would not bring it under the target either (a large newest
         round): that would only make the turn wait."""
         target = self.profile.target_tokens
-        if after <= target or (
-            after <= self.profile.trigger_tokens
-            and after - self._left_verbatim(call, tokens, index, plan) > target
-        ):
+        if after <= target:
+            return True
+        # What the pre-summary leaves verbatim that the trigger's plan would summarize.
+        left = tokens_between(call, self.figure.estimate, tokens, index, plan.boundary)
+        if after <= self.profile.trigger_tokens and after - round(left) > target:
             return True
         log.info(
             "session %s turn %d: with the pre-summary the request is %d tokens, over the "
@@ -110,16 +112,6 @@ class Compacting(Truncating):
             target,
         )
         return False
-
-    def _left_verbatim(self, call: ModelCall, tokens: int, index: int, plan: Plan) -> int:
-        """Tokens a pre-summary kept from ``index`` leaves verbatim that the trigger's plan
-        would summarize (in the units of ``tokens``), from the running per-message figures."""
-        if index >= plan.boundary:
-            return 0
-        whole, before_index = self.figure.estimate.split(call.request, index)
-        _, before_boundary = self.figure.estimate.split(call.request, plan.boundary)
-        scale = tokens / whole if whole > 0 else 1.0
-        return round((before_boundary - before_index) * scale)
 
     def _summarize(
         self, call: ModelCall, reason: CompactionReason, tokens: int, plan: Plan

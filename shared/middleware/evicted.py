@@ -17,6 +17,7 @@ from hango.compaction.summary_prompt import artifact_index
 from hango.core.messages import Message, StoredMessage
 from hango.core.profiles import ModelProfile
 from hango.middleware.base import ModelCall
+from hango.tokens.measure import RequestEstimate
 
 # Identifiers carried in the head message's artifact index, newest last.
 MAX_ARTIFACTS = 200
@@ -134,6 +135,16 @@ def apply_record(call: ModelCall, record: CompactionRecord, boundary: int) -> Mo
     stored = tuple(call.stored[_index_of(call.stored, record.kept_from_seq) :])
     request = call.request.model_copy(update={"messages": messages})
     return call.evolve(request=request, seqs=seqs, stored=stored)
+
+
+def tokens_between(
+    call: ModelCall, estimate: RequestEstimate, tokens: int, start: int, end: int
+) -> float:
+    """Tokens of the messages from ``start`` up to ``end``, in the units of ``tokens`` (the
+    whole request's figure), from the running per-message figures: no walk over them."""
+    whole, before_start = estimate.split(call.request, start)
+    scale = tokens / whole if whole > 0 else 1.0
+    return (estimate.split(call.request, end)[1] - before_start) * scale
 
 
 def undercount_scale(call: ModelCall) -> float:

@@ -74,8 +74,7 @@ class FilesystemMiddleware(PassThrough):
         self.tools = tools if tools is not None else ToolRegistry(history)
 
     def contribute(self, assembly: Assembly) -> Assembly:
-        files = TextBlock(text=FILES_PROMPT)
-        return assembly.add(system=(files,), tools=self.tools.definitions())
+        return assembly.add(system=(TextBlock(text=FILES_PROMPT),), tools=self.tools.definitions())
 
     def tool_result(self, tool_use_id: str, content: str, *, session_id: str) -> str:
         """``content`` itself, or a head/tail preview naming the file that now holds it in

@@ -100,9 +100,7 @@ class Pacer:
 
     def ready_at(self, started: float) -> float:
         """On the clock: when a summary started at ``started`` and finished just now was ready."""
-        if self.summary_seconds is not None:
-            return started + self.summary_seconds
-        return self.clock()
+        return self.clock() if self.summary_seconds is None else started + self.summary_seconds
 
     def is_ready(self, started: float, work: Future[Any]) -> bool:
         """Whether a summary started at ``started`` is ready now: on a simulated clock when
@@ -121,20 +119,6 @@ class Pacer:
         if ready_at is None:
             return before + self.summary_seconds
         return max(0.0, ready_at - self.clock())
-
-
-class SteppedClock:
-    """A simulated clock: it moves only when told (``hango simulate``: by each model call's
-    scripted latency), so a seeded run paces its pre-summaries the same way every time."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @dataclass(frozen=True)

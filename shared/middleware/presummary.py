@@ -34,7 +34,7 @@ from hango.core.messages import StoredMessage, summed_usage
 from hango.core.profiles import ModelProfile
 from hango.history.paths import conversation_history_path
 from hango.middleware.base import ModelCall
-from hango.middleware.evicted import seq_at, stored_before, summary_record
+from hango.middleware.evicted import seq_at, stored_before, summary_record, tokens_between
 from hango.middleware.pacing import Pacer
 from hango.middleware.summary_route import PRESUMMARY_OPENING, RoutedSummary, SummaryRouter
 from hango.tokens.base import Estimator
@@ -243,12 +243,9 @@ class Presummaries:
         it off a pre-summary starts at the fixed floor and is extended only to fit.
         """
         index = call.index_of(ready.pending.to_seq + 1)
-        if index is None or index >= at:
+        if index is None:
             return False
-        whole, before_index = self.estimate.split(call.request, index)
-        before_at = self.estimate.split(call.request, at)[1]
-        scale = tokens / whole if whole > 0 else 1.0
-        short = (before_at - before_index) * scale
+        short = tokens_between(call, self.estimate, tokens, index, at)
         return short >= self.profile.target_tokens / COVERAGE_SHARE
 
     def _outgrown(self, call: ModelCall, current: Presummary, tokens: int) -> bool:

@@ -192,8 +192,6 @@ class SummaryRouter:
         """``reads``: the range route's input tokens."""
         output = min(room, DEFAULT_SUMMARY_MAX_TOKENS)
         by_range = expected_range_cost(reads, output, self.prices.summarizer)
-        if self.setting == "range":
-            return _Choice("range", "HANGO_SUMMARY_ROUTE=range", None, by_range)
         opened = self._open(call, boundary)
         if isinstance(opened, str):
             return _Choice("range", opened, None, by_range)
@@ -216,6 +214,8 @@ class SummaryRouter:
     def _open(self, call: ModelCall, boundary: int) -> str | tuple[SentRequest, int]:
         """Why the prefix route is closed, or the sent request and how many of its messages
         the cut keeps."""
+        if self.setting == "range":
+            return "HANGO_SUMMARY_ROUTE=range"
         if not self.caches:
             return "the provider does not cache prompts"
         sent = self.sent.last(call.session_id)
@@ -235,9 +235,7 @@ def _kept_verbatim(call: ModelCall, sent: Request, boundary: int) -> int | None:
     it or at its end and both start alike (no compaction in between); ``None`` otherwise."""
     messages = call.request.messages
     count = len(sent.messages)
-    if not 0 < boundary <= count <= len(messages):
-        return None
-    if sent.messages[0].text() != messages[0].text():
+    if not 0 < boundary <= count <= len(messages) or sent.messages[0].text() != messages[0].text():
         return None
     return count - boundary
 
@@ -269,8 +267,7 @@ class RoutedSummary:
 
     def _on_prefix(self, job: SummaryJob) -> SummaryResult:
         sent, prefix = self.choice.sent, self.router.prefix
-        if sent is None or prefix is None:  # pragma: no cover - a prefix choice has both
-            return _failed("no previous request")
+        assert sent is not None and prefix is not None  # a prefix choice has both
         instruction = prefix_instruction(self.choice.kept, job.asked_length())
         cap = job.reply_cap(DEFAULT_SUMMARY_MAX_TOKENS)
         result = prefix.summarize(job, prefix_request(sent.request, instruction, cap))
@@ -279,13 +276,11 @@ class RoutedSummary:
 
     def finish(self, result: SummaryResult) -> SummaryResult:
         """``result`` with the route taken, both estimates and what every call cost."""
-        choice = self.choice
-        name: RouteName = "prefix" if choice.name == "prefix" and not self.failed else "range"
-        reason = choice.reason if self.failed is None else f"prefix fell back: {self.failed}"
-        reason = self.opening + reason
+        choice, failed = self.choice, self.failed
         route = SummaryRoute(
-            name=name,
-            reason=reason,
+            name="prefix" if choice.name == "prefix" and not failed else "range",
+            reason=self.opening
+            + (choice.reason if failed is None else f"prefix fell back: {failed}"),
             expected_prefix_usd=choice.expected_prefix,
             expected_range_usd=choice.expected_range,
             cost_usd=self.spent,

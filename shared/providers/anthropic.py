@@ -151,6 +151,8 @@ def _replace_covered(text: str, covered: bytearray) -> str:
 class AnthropicProvider:
     """``Provider`` and ``TokenCounter`` backed by the Anthropic Messages API."""
 
+    name = "anthropic"
+
     def __init__(
         self,
         *,
@@ -175,7 +177,7 @@ class AnthropicProvider:
         # The serialized fixed part of the requests sent (system, tools), per those objects:
         # a loop sends the same ones on every call.
         self._fixed: HeldMemo[bytes] = HeldMemo()
-        self._capabilities = Capabilities(prompt_caching=prompt_caching)
+        self.capabilities = Capabilities(prompt_caching=prompt_caching)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AnthropicProvider:
@@ -186,14 +188,6 @@ class AnthropicProvider:
             timeout=settings.provider_timeout,
             max_retries=settings.provider_max_retries,
         )
-
-    @property
-    def name(self) -> str:
-        return "anthropic"
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return self._capabilities
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(base_url={str(self._client.base_url)!r})"

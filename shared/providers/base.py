@@ -26,7 +26,6 @@ class Provider(Protocol):
     @property
     def name(self) -> str:
         """The provider's name as OpenTelemetry knows it (``gen_ai.provider.name``)."""
-        ...
 
     @property
     def capabilities(self) -> Capabilities: ...

@@ -37,15 +37,14 @@ def tool_reply(
     *calls: tuple[str, dict[str, object]], text: str = "", model: str = "scripted"
 ) -> Response:
     """An answer that calls tools: each call is ``(name, input)``; ids are generated."""
-    blocks: list[TextBlock | ToolUseBlock] = [TextBlock(text=text)] if text else []
-    for name, arguments in calls:
-        blocks.append(
-            ToolUseBlock(id=f"toolu_scripted_{next(_ids):06d}", name=name, input=dict(arguments))
-        )
+    said = (TextBlock(text=text),) if text else ()
+    uses = [
+        ToolUseBlock(id=f"toolu_scripted_{next(_ids):06d}", name=n, input=dict(a)) for n, a in calls
+    ]
     return Response(
         id=f"msg_scripted_{next(_ids)}",
         model=model,
-        content=tuple(blocks),
+        content=(*said, *uses),
         stop_reason="tool_use",
         usage=Usage(input_tokens=0, output_tokens=10),
     )
@@ -79,6 +78,4 @@ class ScriptedProvider:
             )
         if isinstance(reply, BaseException):
             raise reply
-        if isinstance(reply, Response):
-            return reply
-        return reply(request)
+        return reply if isinstance(reply, Response) else reply(request)

@@ -18,15 +18,12 @@ class Estimator(Protocol):
 
     def estimate(self, text: str) -> int:
         """Tokens of a piece of text."""
-        ...
 
     def estimate_message(self, message: Message) -> int:
         """Tokens of one message, framing included."""
-        ...
 
     def estimate_request(self, request: Request) -> int:
         """Tokens of the whole request, framing included."""
-        ...
 
 
 @runtime_checkable

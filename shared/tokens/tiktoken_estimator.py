@@ -100,9 +100,7 @@ def _memoized_cl100k_counter(encoding: TokenEncoding) -> TextCounter:
     def count_text(text: str) -> float:
         if len(text) > LARGE_TEXT_CHARS:
             return heuristic_text_tokens(text)
-        if _MEMO_MIN_CHARS <= len(text) <= _MEMO_MAX_CHARS:
-            return memoized(text)
-        return count(text)
+        return memoized(text) if _MEMO_MIN_CHARS <= len(text) <= _MEMO_MAX_CHARS else count(text)
 
     return count_text
 

@@ -7,7 +7,20 @@ from concurrent.futures import Future
 
 from hango.compaction.jobs import SummaryJob, SummaryResult
 from hango.compaction.pace import PRIOR_SUMMARY_SECONDS
-from hango.middleware.pacing import Pacer, SteppedClock, Timed
+from hango.middleware.pacing import Pacer, Timed
+
+
+class SteppedClock:
+    """A simulated clock: it moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def grown(pacer: Pacer, clock: SteppedClock, rounds: list[int], seconds: float) -> int:
