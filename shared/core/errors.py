@@ -1,9 +1,7 @@
 """The product's exceptions, in one small hierarchy under :class:`HangoError`.
 
 Every exception pickles with its fields intact (Celery moves exceptions between
-processes): each one records its constructor keywords and rebuilds itself from them. A
-field is a keyword given to :class:`HangoError`; one that may be left out has its default
-as a class attribute.
+processes): each one records its constructor keywords and rebuilds itself from them.
 """
 
 from __future__ import annotations
@@ -41,6 +39,9 @@ EXIT_WORKER_CONFIG = 78
 
 class ConfigError(HangoError):
     variable: str
+
+    def __init__(self, message: str, *, variable: str) -> None:
+        super().__init__(message, variable=variable)
 
 
 class InvalidSessionIdError(HangoError):
@@ -81,6 +82,9 @@ class CannotFitError(HangoError):
     tokens: int
     limit: int
 
+    def __init__(self, message: str, *, tokens: int, limit: int) -> None:
+        super().__init__(message, tokens=tokens, limit=limit)
+
 
 class SummarizerError(HangoError):
     """A summarizer failed or returned nothing usable."""
@@ -91,7 +95,10 @@ class QueueUnavailableError(HangoError):
 
 
 class ProviderError(HangoError):
-    status: int | None = None
+    status: int | None
+
+    def __init__(self, message: str, *, status: int | None = None, **fields: Any) -> None:
+        super().__init__(message, status=status, **fields)
 
 
 class TransientProviderError(ProviderError):
@@ -106,8 +113,18 @@ class ContextOverflowError(ProviderError):
     """The request did not fit the model's window: ``tokens`` and ``maximum`` as the 400
     text states them (``None`` when the stop reason signalled the overflow)."""
 
-    tokens: int | None = None
-    maximum: int | None = None
+    tokens: int | None
+    maximum: int | None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tokens: int | None = None,
+        maximum: int | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message, status=status, tokens=tokens, maximum=maximum)
 
 
 class SessionBusyError(HangoError):
@@ -136,14 +153,15 @@ class UnknownSessionError(HangoError):
 class MissingHistoryError(HangoError):
     """A session whose compaction records offloaded to a file the history does not hold."""
 
-    session_id: str
-    path: str
+    def __init__(self, message: str, *, session_id: str, path: str) -> None:
+        super().__init__(message, session_id=session_id, path=path)
 
 
 class SchemaNotReadyError(HangoError):
     """The database lacks the schema (or is behind it): ``hango migrate`` brings it up."""
 
-    database: str
+    def __init__(self, message: str, *, database: str) -> None:
+        super().__init__(message, database=database)
 
 
 class ToolInputError(HangoError):
