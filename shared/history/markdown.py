@@ -61,7 +61,9 @@ def render_evicted(session_id: str, turn: int, evicted: Sequence[StoredMessage])
         f"at turn {turn}, recorded verbatim.",
     ]
     parts.extend(_render_message(stored) for stored in evicted)
-    return "\n\n".join(parts) + "\n"
+    # The closing newline added to the last part, not to the whole (tens of MB to copy).
+    parts[-1] += "\n"
+    return "\n\n".join(parts)
 
 
 def _render_message(stored: StoredMessage) -> str:
