@@ -44,6 +44,10 @@ class MemoryHistory:
             self._files[file_path] = joined(existing, addition)
             return True
 
+    def section_keys(self, path: str) -> set[str]:
+        with self._lock:
+            return section_keys(self._files.get(normalize(path), ""))
+
     def ls(self, prefix: str = "/") -> list[str]:
         wanted = normalize(prefix)
         with self._lock:

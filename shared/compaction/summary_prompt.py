@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from hango.compaction.jobs import SummaryJob
@@ -167,7 +167,8 @@ def render_transcript(
     that does not fit, the middle of the whole transcript is dropped (a quarter of the
     bound from the start, the rest from the end). Every cut is marked in the text.
     """
-    names = {use.id: use.name for stored in evicted for use in stored.message.tool_uses()}
+    uses = (b for stored in evicted for b in stored.message.blocks() if isinstance(b, ToolUseBlock))
+    names = {use.id: use.name for use in uses}
     pieces = [_pieces(stored, names) for stored in evicted]
     # Each cap's length is worked out from the pieces' lengths; only the cap that fits is
     # rendered.
@@ -215,8 +216,13 @@ class _Sizes(NamedTuple):
     payloads: list[int]
 
     def at(self, cap: int | None) -> int:
-        """``len(_render(pieces, cap))``, without rendering."""
-        return self.plain + sum(_clipped_length(n, cap) for n in self.payloads)
+        """``len(_render(pieces, cap))``, without rendering: a payload over ``cap`` keeps
+        ``kept`` characters (see :func:`clip`) and gains the cut note."""
+        if cap is None:
+            return self.plain + sum(self.payloads)
+        kept, note = cap // 2 * 2, len(_CUT_NOTE) - len("{}")
+        clipped = [n if n <= cap else kept + note + len(str(n - kept)) for n in self.payloads]
+        return self.plain + sum(clipped)
 
 
 def _sizes(pieces: _Pieces) -> _Sizes:
@@ -224,14 +230,6 @@ def _sizes(pieces: _Pieces) -> _Sizes:
     plain = sum(len(p) for message in pieces for p in message if isinstance(p, str))
     payloads = [len(p.text) for message in pieces for p in message if isinstance(p, _Payload)]
     return _Sizes(separators + plain, payloads)
-
-
-def _clipped_length(length: int, cap: int | None) -> int:
-    """``len(clip(text, cap))`` of a text of ``length`` characters."""
-    if cap is None or length <= cap:
-        return length
-    half = cap // 2
-    return 2 * half + len(_CUT_NOTE.format(length - 2 * half))
 
 
 _CUT_NOTE = "\n[... {} characters omitted here ...]\n"
@@ -334,28 +332,25 @@ def artifact_index(evicted: Sequence[StoredMessage]) -> list[str]:
 
 def _collect_artifacts(value: Any, key: str, found: dict[str, None]) -> None:
     """Adds the artifacts of a tool input ``value`` (under ``key``) to ``found``, in order."""
-    if isinstance(value, dict):
+    if isinstance(value, str):  # the most common value first
+        _add_artifacts_in_text(value.strip(), key, found)
+    elif isinstance(value, dict):
         for child_key, child in value.items():
             _collect_artifacts(child, str(child_key).lower(), found)
     elif isinstance(value, list):
         for item in value:
             _collect_artifacts(item, key, found)
-    elif isinstance(value, str):
-        found.update(dict.fromkeys(_artifacts_in_text(value, key)))
 
 
-def _artifacts_in_text(text: str, key: str) -> Iterator[str]:
-    value = text.strip()
+def _add_artifacts_in_text(value: str, key: str, found: dict[str, None]) -> None:
     if not value or len(value) > 1024 or "\n" in value:
         return
-    if key in _PATH_KEYS:
-        yield value
-    elif key in _COMMAND_KEYS:
+    if key in _COMMAND_KEYS:
         urls = _URL.findall(value)
-        yield from (url.rstrip(_TRAILING) for url in urls)
+        found.update(dict.fromkeys(url.rstrip(_TRAILING) for url in urls))
         for url in urls:
             value = value.replace(url, " ")
         paths = (path.rstrip(_TRAILING) for path in _PATH_TOKEN.findall(value))
-        yield from (path for path in paths if path not in _NOT_ARTIFACTS)
-    elif _URL.fullmatch(value) or _PATH.fullmatch(value):
-        yield value
+        found.update(dict.fromkeys(path for path in paths if path not in _NOT_ARTIFACTS))
+    elif key in _PATH_KEYS or _URL.fullmatch(value) or _PATH.fullmatch(value):
+        found[value] = None

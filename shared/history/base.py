@@ -24,6 +24,10 @@ class HistoryBackend(Protocol):
         """Append ``content`` once per ``key``; ``False`` when that key was already appended."""
         ...
 
+    def section_keys(self, path: str) -> set[str]:
+        """The keys of the sections appended to the file (none when there is no file)."""
+        ...
+
     def ls(self, prefix: str = "/") -> list[str]:
         """Every file path under ``prefix``, sorted."""
         ...

@@ -22,7 +22,13 @@ from io import BufferedRandom
 from pathlib import Path
 
 from hango.core.errors import HistoryPathError
-from hango.history.paths import has_section, is_under, normalize, section_text
+from hango.history.paths import (
+    is_under,
+    normalize,
+    section_body,
+    section_keys,
+    section_marker,
+)
 
 _TEMP_PREFIX = ".hango-tmp-"
 
@@ -56,23 +62,35 @@ class LocalHistory:
             raise
 
     def append_section(self, path: str, key: str, content: str) -> bool:
-        addition = section_text(key, content)  # validates the key before touching disk
+        marker = section_marker(key)  # validates the key before touching disk
+        body = section_body(content)
         real = self._file_path(path)
         real.parent.mkdir(parents=True, exist_ok=True)
         with _locked_for_append(real) as handle:
             handle.seek(0)
             existing = handle.read()
-            if has_section(existing, key):
+            if key in section_keys(existing):
                 return False
             handle.seek(0, os.SEEK_END)
             separator = "\n" if existing and not existing.endswith(b"\n") else ""
-            handle.write((separator + addition).encode("utf-8"))
+            # The marker line and the body written apart: joined, the body (tens of MB for
+            # a long evicted range) would be copied once more before its encoding.
+            handle.write(f"{separator}{marker}\n".encode())
+            handle.write(body.encode("utf-8"))
             # Flushed to the OS, not fsynced: the file is a rendering of messages the store
             # already holds, and it gets the embedded store's own durability (WAL with
             # synchronous=NORMAL: a crash of the process, not of the machine). An fsync of a
             # long evicted range (tens of MB) was most of a large compaction's cost.
             handle.flush()
             return True
+
+    def section_keys(self, path: str) -> set[str]:
+        real = self._real_path(path)
+        if not real.is_file():
+            return set()
+        # Searched in the bytes: decoding a long session's file only to find its few
+        # marker lines cost more than the search.
+        return section_keys(real.read_bytes())
 
     def ls(self, prefix: str = "/") -> list[str]:
         wanted = normalize(prefix)

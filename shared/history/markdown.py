@@ -60,13 +60,15 @@ def render_evicted(session_id: str, turn: int, evicted: Sequence[StoredMessage])
         f"Session `{session_id}`: {len(evicted)} messages evicted from the model's context "
         f"at turn {turn}, recorded verbatim.",
     ]
-    parts.extend(_render_message(stored) for stored in evicted)
-    return "\n\n".join(parts) + "\n"
-
-
-def _render_message(stored: StoredMessage) -> str:
-    heading = f"### Message {stored.seq} \u00b7 {stored.message.role} \u00b7 turn {stored.turn}"
-    return "\n\n".join([heading, *(_render_block(block) for block in stored.message.blocks())])
+    for stored in evicted:
+        # Headings and blocks are parts of one join (messages are separated as their
+        # blocks are): each block's text is copied once, into the section.
+        message = stored.message
+        parts.append(f"### Message {stored.seq} \u00b7 {message.role} \u00b7 turn {stored.turn}")
+        parts.extend(map(_render_block, message.blocks()))
+    # The closing newline added to the last part, not to the whole (tens of MB to copy).
+    parts[-1] += "\n"
+    return "\n\n".join(parts)
 
 
 def _render_block(block: ContentBlock) -> str:

@@ -116,50 +116,44 @@ def section_marker(key: str) -> str:
     return f"{SECTION_MARKER_PREFIX}{validate_section_key(key)}{SECTION_MARKER_SUFFIX}"
 
 
-def section_keys(text: str) -> set[str]:
-    """Every section key whose marker line appears in ``text``.
+def section_keys(text: str | bytes) -> set[str]:
+    """Every section key whose marker line appears in ``text``: a file's text, or its UTF-8
+    bytes as read from disk.
 
     Found by searching for the marker's prefix (a history file of a long session is tens
-    of MB and is read at every offload), not by splitting every line.
+    of MB, and the offload asks which sections it holds), not by splitting every line.
+    In the bytes only the marker lines are decoded: decoding a whole file of tens of MB
+    cost more than the search. UTF-8 never encodes a character with bytes that begin
+    another one, so the marker's bytes occur exactly where its text does (a lone surrogate
+    in a text passes through both ways).
     """
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    prefix, suffix = SECTION_MARKER_PREFIX.encode(), SECTION_MARKER_SUFFIX.encode()
     keys: set[str] = set()
-    at = text.find(SECTION_MARKER_PREFIX)
+    at = data.find(prefix)
     while at != -1:
-        end = text.find("\n", at)
-        line = text[at : len(text) if end == -1 else end].rstrip("\r")
-        if (at == 0 or text[at - 1] == "\n") and _is_marker_line(line):
-            keys.add(line[len(SECTION_MARKER_PREFIX) : -len(SECTION_MARKER_SUFFIX)])
-        at = text.find(SECTION_MARKER_PREFIX, at + len(SECTION_MARKER_PREFIX))
+        end = data.find(b"\n", at)
+        line = data[at : len(data) if end == -1 else end].rstrip(b"\r")
+        if (at == 0 or data[at - 1 : at] == b"\n") and line.endswith(suffix):
+            keys.add(line[len(prefix) : -len(suffix)].decode("utf-8", "surrogatepass"))
+        at = data.find(prefix, at + len(prefix))
     return keys
 
 
-def has_section(data: bytes, key: str) -> bool:
-    """``key in section_keys(data.decode())`` for a file's UTF-8 bytes, without decoding
-    them: a long session's history file is tens of MB, searched at every offload.
-
-    UTF-8 never encodes a character with bytes that begin another one, so the marker's
-    bytes occur exactly where its text does.
-    """
-    marker = section_marker(key).encode()
-    at = data.find(marker)
-    while at != -1:
-        end = data.find(b"\n", at)
-        rest = data[at + len(marker) : len(data) if end == -1 else end]
-        if (at == 0 or data[at - 1 : at] == b"\n") and not rest.strip(b"\r"):
-            return True
-        at = data.find(marker, at + len(marker))
-    return False
-
-
 def section_text(key: str, content: str) -> str:
-    """The text appended for section ``key``: its marker line, then ``content``, newline-ended.
+    """The text appended for section ``key``: its marker line, then ``content``, newline-ended."""
+    return f"{section_marker(key)}\n{section_body(content)}"
+
+
+def section_body(content: str) -> str:
+    """``content`` as section text holds it: newline-ended, its marker lines escaped.
 
     A content line that is itself a marker line (a transcript quoting a history file) gets
     a leading backslash: only the product's own marker lines may say that a key was
     appended, or a later section of a quoted key would be refused as already there.
     """
     body = content if content.endswith("\n") or not content else content + "\n"
-    return f"{section_marker(key)}\n{_escape_markers(body)}"
+    return _escape_markers(body)
 
 
 def _escape_markers(text: str) -> str:

@@ -87,6 +87,13 @@ class PostgresHistory:
             )
             return True
 
+    def section_keys(self, path: str) -> set[str]:
+        # The section rows, not the markers in the text: the same keys (see the module's
+        # docstring) without reading the whole file.
+        query = select(history_sections.c.key).where(history_sections.c.path == normalize(path))
+        with self.engine.connect() as conn:
+            return {str(key) for key in conn.execute(query).scalars()}
+
     def ls(self, prefix: str = "/") -> list[str]:
         wanted = normalize(prefix)
         query = select(history_files.c.path)

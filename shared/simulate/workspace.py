@@ -33,6 +33,9 @@ class SessionWorkspace:
     def append_section(self, path: str, key: str, content: str) -> bool:
         return self.inner.append_section(self._stored(path), key, content)
 
+    def section_keys(self, path: str) -> set[str]:
+        return self.inner.section_keys(self._stored(path))
+
     def exists(self, path: str) -> bool:
         return self.inner.exists(self._stored(path))
 

@@ -7,7 +7,7 @@ import re
 from hango.compaction.jobs import OffloadJob
 from hango.history.base import HistoryBackend
 from hango.history.markdown import render_evicted
-from hango.history.paths import conversation_history_path, section_keys
+from hango.history.paths import conversation_history_path
 
 _KEY = re.compile(r"turn-\d+-seq-(\d+)-(\d+)")
 
@@ -40,12 +40,8 @@ class InlineOffloader:
 
     def _held(self, path: str) -> set[int]:
         """The sequence numbers the history file's sections already hold."""
-        try:
-            text = self.history.read(path)
-        except FileNotFoundError:
-            return set()
         held: set[int] = set()
-        for key in section_keys(text):
+        for key in self.history.section_keys(path):
             found = _KEY.fullmatch(key)
             if found:
                 held.update(range(int(found[1]), int(found[2]) + 1))

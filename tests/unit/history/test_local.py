@@ -115,6 +115,19 @@ class HistoryContract:
         history.write("/log.md", f"{section_marker('k2')}\nwritten by hand\n")
         assert not history.append_section("/log.md", "k2", "duplicate")
 
+    def test_section_keys_are_the_keys_appended_while_their_markers_are_in_the_file(
+        self, history: HistoryBackend
+    ) -> None:
+        assert history.section_keys("/log.md") == set()
+        history.append_section("/log.md", "turn-1-seq-1-4", "one")
+        history.append_section("/log.md", "turn-2-seq-5-9", f"quotes\n{section_marker('q')}\n")
+        assert history.section_keys("/log.md") == {"turn-1-seq-1-4", "turn-2-seq-5-9"}
+
+        history.write("/log.md", f"{section_marker('k2')}\nwritten by hand\n")
+        assert history.section_keys("/log.md") == {"k2"}
+        history.delete("/log.md")
+        assert history.section_keys("/log.md") == set()
+
     def test_a_section_quoting_the_marker_of_a_later_key_does_not_block_it(
         self, history: HistoryBackend
     ) -> None:

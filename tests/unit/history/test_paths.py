@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from hango.core.errors import HistoryPathError, InvalidSessionIdError
 from hango.history.paths import (
+    SECTION_MARKER_PREFIX,
+    SECTION_MARKER_SUFFIX,
     conversation_history_path,
-    has_section,
     large_tool_result_path,
     normalize,
     section_keys,
@@ -173,10 +174,13 @@ _SECTION_PIECES = [
 
 
 @given(st.lists(st.sampled_from(_SECTION_PIECES), max_size=12))
-def test_a_section_is_found_in_the_bytes_where_the_text_holds_its_key(pieces: list[str]) -> None:
+def test_sections_are_found_in_the_bytes_as_in_the_lines_of_the_text(pieces: list[str]) -> None:
     text = "".join(pieces)
-    for key in ("turn-1", "seq 3-9", "ü", "turn-2"):
-        assert has_section(text.encode(), key) == (key in section_keys(text))
+    lines = (line.rstrip("\r") for line in text.split("\n"))
+    prefix, suffix = SECTION_MARKER_PREFIX, SECTION_MARKER_SUFFIX
+    markers = [line for line in lines if line.startswith(prefix) and line.endswith(suffix)]
+    expected = {marker[len(prefix) : -len(suffix)] for marker in markers}
+    assert section_keys(text.encode()) == section_keys(text) == expected
 
 
 @pytest.mark.parametrize("key", ["", "  ", "a\nb", "x-->y", "k" * 201, "a\rb"])
