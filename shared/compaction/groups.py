@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import accumulate
 
-from hango.core.messages import Message
+from hango.core.messages import Message, ToolResultBlock, ToolUseBlock
 
 
 def _forbidden_cuts(messages: Sequence[Message]) -> list[bool]:
@@ -24,14 +24,17 @@ def _forbidden_cuts(messages: Sequence[Message]) -> list[bool]:
     depth = [0] * (len(messages) + 1)
     used_at: dict[str, int] = {}
     for index, message in enumerate(messages):
-        for result in message.tool_results():
-            use_index = used_at.get(result.tool_use_id)
-            if use_index is not None and use_index < index:
-                depth[use_index + 1] += 1
-                depth[index + 1] -= 1
-        for use in message.tool_uses():
-            # The first occurrence anchors the id; a duplicate id is the validator's business.
-            used_at.setdefault(use.id, index)
+        # One pass over the blocks (a history of 10,000 messages is walked on every
+        # compaction); a use and a result of one message never pair (``use_index < index``).
+        for block in () if isinstance(message.content, str) else message.content:
+            if isinstance(block, ToolResultBlock):
+                use_index = used_at.get(block.tool_use_id)
+                if use_index is not None and use_index < index:
+                    depth[use_index + 1] += 1
+                    depth[index + 1] -= 1
+            elif isinstance(block, ToolUseBlock):
+                # The first occurrence anchors the id; a duplicate is the validator's business.
+                used_at.setdefault(block.id, index)
     return [open_spans > 0 for open_spans in accumulate(depth[: len(messages)])]
 
 
