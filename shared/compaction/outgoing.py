@@ -302,9 +302,8 @@ class OutgoingCopy:
         return self._ids.unique(repair_message(self._joined[-1], previous))
 
     def _put(self, index: int, message: Message, *, form: bool = False) -> None:
-        """``message`` is sent at ``index`` (a position that exists, or the next one);
-        ``form``: another form of the message there, whose neighbours' rules hold as they
-        did (they read only its role and ids, which a form keeps)."""
+        """``message`` is sent at ``index`` (a position that exists, or the next one); a
+        ``form`` of the message there keeps its role and ids: its neighbours' rules hold."""
         self._changed(index)
         if index == len(self._sent):
             self._sent.append(message)
@@ -378,11 +377,8 @@ class OutgoingCopy:
 
     def _fine(self, marks: Mapping[int, Message]) -> bool:
         """Whether the copy's messages read through ``marks`` pass every rule, checking what
-        changed since the last check that passed and the positions around the marks.
-
-        A mark adds ``cache_control`` to blocks of the message (:meth:`Request.with_marks`),
-        which only the breakpoint count looks at: a message passes where its mark does.
-        """
+        changed since the last check that passed and around the marks (a mark only adds
+        ``cache_control``, which no rule here reads: a message passes where its mark does)."""
         sent, checks = self._sent, self._checks
         if not sent or sent[0].role != "user" or checks.duplicated:
             self._checked = False
