@@ -507,7 +507,7 @@ class AgentLoop:
                 self.observer.overflow_retry(ctx.session_id, ctx.turn, rung or "none")
             call = self._outgoing(ctx, rung, overflow)
             try:
-                response = run_chain(self.chain, call, lambda c: self._send(ctx, c))
+                response = run_chain(self.chain, call, partial(self._send, ctx))
             except ContextOverflowError as exc:
                 overflow = exc
                 log.warning(

@@ -27,7 +27,7 @@ import bisect
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from hango.compaction.repair import UsedIds, joined, repair_message
 from hango.compaction.validate import (
@@ -40,7 +40,7 @@ from hango.compaction.validate import (
     validate_request,
 )
 from hango.core.collection import Prefix
-from hango.core.messages import Message, Request, StoredMessage, message_json
+from hango.core.messages import MarkedMessages, Message, Request, StoredMessage, message_json
 from hango.core.sent import SentMessages, live_view
 from hango.tokens.base import Estimator
 
@@ -49,7 +49,8 @@ from hango.tokens.base import Estimator
 VERSIONS_REMEMBERED = 64
 
 Truncate = Callable[[Message], tuple[Message, int, int]]
-"""What truncation makes of a message: its sent form, the blocks cut, the tokens saved."""
+"""What truncation makes of a message: its sent form, the blocks cut, the tokens saved.
+The form keeps the message's role, its blocks' order and their ids (``tool_args.py``)."""
 
 
 class Sums:
@@ -225,8 +226,7 @@ class OutgoingCopy:
         if not self.made(request.messages):
             return validate_request(request)
         with self._lock:
-            marked = {n for i in request.marks for n in (i - 1, i, i + 1)}
-            fine = self._fine() and _passes_at(request.sent_messages(), marked)
+            fine = self._fine(request.marks)
             breakpoints = self._checks.breakpoints + marked_breakpoints(request)
         fixed = fixed_facts(request)
         if fine and not fixed.empty_system and fixed.breakpoints + breakpoints <= MAX_BREAKPOINTS:
@@ -301,8 +301,9 @@ class OutgoingCopy:
         previous = self._joined[-2] if len(self._joined) > 1 else None
         return self._ids.unique(repair_message(self._joined[-1], previous))
 
-    def _put(self, index: int, message: Message) -> None:
-        """``message`` is sent at ``index`` (a position that exists, or the next one)."""
+    def _put(self, index: int, message: Message, *, form: bool = False) -> None:
+        """``message`` is sent at ``index`` (a position that exists, or the next one); a
+        ``form`` of the message there keeps its role and ids: its neighbours' rules hold."""
         self._changed(index)
         if index == len(self._sent):
             self._sent.append(message)
@@ -316,7 +317,7 @@ class OutgoingCopy:
             self._tokens.put(index, self.estimator.estimate_message(message))
         self._checks.put(index, message)
         if self._checked:  # else the next check looks at every position anyway
-            self._unchecked.update((index - 1, index, index + 1))
+            self._unchecked.update((index,) if form else (index - 1, index, index + 1))
 
     def _changed(self, index: int) -> None:
         """Note a change at ``index`` on the way from the current version to the next."""
@@ -343,7 +344,7 @@ class OutgoingCopy:
         for index in indexes:
             form = self._form_at(index)
             if form is not self._sent[index]:  # most messages have nothing to truncate
-                self._put(index, form)
+                self._put(index, form, form=True)
                 changed = True
         if changed:  # else the views handed out still hold: nobody redoes anything
             self.version += 1
@@ -374,15 +375,18 @@ class OutgoingCopy:
             view = self._view = SentMessages(self._sent, self._lent, self, self.version)
         return view
 
-    def _fine(self) -> bool:
-        """Whether the copy's messages pass every rule, checking what changed since the
-        last check that passed."""
+    def _fine(self, marks: Mapping[int, Message]) -> bool:
+        """Whether the copy's messages read through ``marks`` pass every rule, checking what
+        changed since the last check that passed and around the marks (a mark only adds
+        ``cache_control``, which no rule here reads: a message passes where its mark does)."""
         sent, checks = self._sent, self._checks
         if not sent or sent[0].role != "user" or checks.duplicated:
             self._checked = False
             return False
+        marked = (n for i in marks for n in (i - 1, i, i + 1))
+        positions = self._unchecked.union(marked) if self._checked else range(len(sent))
         # Unique ids are the running count's; the other rules are looked at per position.
-        fine = _passes_at(sent, self._unchecked if self._checked else range(len(sent)))
+        fine = _passes_at(MarkedMessages(sent, marks) if marks else sent, positions)
         self._checked = fine
         self._unchecked.clear()
         return fine

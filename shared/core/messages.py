@@ -277,7 +277,9 @@ class Request(WireModel):
     @property
     def marks(self) -> Mapping[int, Message]:
         """The positions of ``messages`` sent in another form, and those forms."""
-        return self._marks
+        # Read where pydantic keeps it: ``self._marks`` passes through BaseModel.__getattr__
+        # (two Python frames and a caught AttributeError), and a call reads it ten times.
+        return self.__pydantic_private__["_marks"]  # type: ignore[index,no-any-return]
 
     def with_marks(
         self, marked: Mapping[int, Message], update: Mapping[str, Any] | None = None
@@ -285,22 +287,22 @@ class Request(WireModel):
         """This request with the messages at ``marked``'s positions sent as given (and the
         fields in ``update`` changed, as :meth:`model_copy` does; not the messages)."""
         made = self.model_copy(update=update)
-        made._marks = {**self._marks, **marked}
+        made._marks = {**self.marks, **marked}
         return made
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         made = super().model_copy(update=update, deep=deep)
-        if update is not None and "messages" in update:
+        if update is not None and "messages" in update and self.marks:
             made._marks = {}  # positions in messages that are no longer these
         return made
 
     def sent_messages(self) -> Sequence[Message]:
         """The messages as sent: ``messages`` read through the marks, without a copy."""
-        return MarkedMessages(self.messages, self._marks) if self._marks else self.messages
+        return MarkedMessages(self.messages, self.marks) if self.marks else self.messages
 
     def to_api(self) -> JsonObject:
         data = super().to_api()
-        for index, marked in self._marks.items():
+        for index, marked in self.marks.items():
             data["messages"][index] = marked.to_api()
         return data
 
@@ -348,7 +350,7 @@ class Request(WireModel):
         parts = None if view is None else view.source.json_parts(view.version)
         if parts is None:
             parts = [message_json(message) for message in self.messages]
-        for index, marked in self._marks.items():
+        for index, marked in self.marks.items():
             parts[index] = message_json(marked)
         if parts:
             parts[0] = b"[" + parts[0][1:]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import reduce
+from functools import partial, reduce
 
 from hango.core.messages import Response
 from hango.middleware.base import Assembly, Handler, Middleware, ModelCall
@@ -43,9 +43,8 @@ def assemble(chain: Sequence[Middleware], base: Assembly | None = None) -> Assem
 
 def run_chain(chain: Sequence[Middleware], call: ModelCall, terminal: Handler) -> Response:
     """Phase two: the call passes through every middleware's ``wrap``, then ``terminal``."""
-
-    def link(middleware: Middleware, call_next: Handler) -> Handler:
-        return lambda c: middleware.wrap(c, call_next)
-
-    handler = reduce(lambda inner, mw: link(mw, inner), reversed(chain), terminal)
+    handler = terminal
+    for middleware in reversed(chain):
+        # A partial, not a closure: no Python frame of its own between two middlewares.
+        handler = partial(middleware.wrap, call_next=handler)
     return handler(call)

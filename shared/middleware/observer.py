@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from typing import Any
 
 from hango.compaction.record import CompactionRecord
@@ -56,14 +57,9 @@ class NullObserver(LoopObserver):
     """Observes nothing; subclass it and override the hooks you need."""
 
 
-def _fanned_out(hook: str) -> Callable[..., None]:
-    """The hook ``hook`` of :class:`Observers`: the same call made on every observer."""
-
-    def call_each(self: Observers, *args: Any, **kwargs: Any) -> None:
-        for observer in self._observers:
-            getattr(observer, hook)(*args, **kwargs)
-
-    return call_each
+def _call_each(methods: list[Callable[..., None]], *args: Any, **kwargs: Any) -> None:
+    for method in methods:
+        method(*args, **kwargs)
 
 
 class Observers(LoopObserver):
@@ -71,6 +67,12 @@ class Observers(LoopObserver):
 
     def __init__(self, observers: list[LoopObserver]) -> None:
         self._observers = observers
+        # Each hook calls the observers that override it, found once (one left as
+        # LoopObserver's does nothing): the loop calls three hooks per model call.
+        for hook in [name for name in vars(LoopObserver) if name[0] != "_" and name != "turn"]:
+            own = getattr(LoopObserver, hook)
+            methods = [getattr(o, hook) for o in observers if getattr(type(o), hook) is not own]
+            setattr(self, hook, partial(_call_each, methods))
 
     @contextmanager
     def turn(self, session_id: str, turn: int) -> Iterator[None]:
@@ -78,12 +80,3 @@ class Observers(LoopObserver):
             for observer in self._observers:
                 stack.enter_context(observer.turn(session_id, turn))
             yield
-
-    request_sent = _fanned_out("request_sent")
-    response_received = _fanned_out("response_received")
-    compacted = _fanned_out("compacted")
-    overflow_retry = _fanned_out("overflow_retry")
-    tool_args_truncated = _fanned_out("tool_args_truncated")
-    token_figure = _fanned_out("token_figure")
-    invalid_request_blocked = _fanned_out("invalid_request_blocked")
-    summary_waited = _fanned_out("summary_waited")

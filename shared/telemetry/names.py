@@ -242,19 +242,17 @@ class Telemetry:
             self._histograms[spec.name].record(value, attributes)
 
 
-_NO_OP_PROVIDERS = (
-    trace.NoOpTracerProvider,
-    trace.ProxyTracerProvider,
-    metrics.NoOpMeterProvider,
-    _ProxyMeterProvider,
-)
+# Looked up by exact type: the providers are ABCs, and an ``isinstance`` against one runs
+# ``ABCMeta.__instancecheck__``, asked three times per model call.
+_PROXIES = frozenset({trace.ProxyTracerProvider, _ProxyMeterProvider})
+_NO_OP_PROVIDERS = _PROXIES | {trace.NoOpTracerProvider, metrics.NoOpMeterProvider}
 
 
 def _live(provider: object, global_provider: Callable[[], object]) -> bool:
     """Whether ``provider`` (a global proxy: the provider set behind it) records anything."""
-    if isinstance(provider, trace.ProxyTracerProvider | _ProxyMeterProvider):
+    if type(provider) in _PROXIES:
         provider = global_provider()
-    return not isinstance(provider, _NO_OP_PROVIDERS)
+    return type(provider) not in _NO_OP_PROVIDERS
 
 
 # --- the conversation scope ---------------------------------------------------------------

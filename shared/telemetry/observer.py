@@ -22,7 +22,7 @@ from typing import ParamSpec
 from opentelemetry.trace import Span, SpanKind
 
 from hango.compaction.record import CompactionRecord
-from hango.core.messages import Request, Response
+from hango.core.messages import Request
 from hango.middleware.observer import NullObserver
 from hango.telemetry import names as t
 from hango.telemetry.names import ConversationScope, Telemetry
@@ -45,7 +45,8 @@ def _never_raises(hook: Callable[P, None]) -> Callable[P, None]:
 
 
 class TelemetryObserver(NullObserver):
-    """Records the loop's progress through ``telemetry``."""
+    """Records the loop's progress through ``telemetry`` (not ``response_received``: the
+    instrumented provider's chat span already holds the response's usage)."""
 
     def __init__(self, telemetry: Telemetry) -> None:
         self._telemetry = telemetry
@@ -87,11 +88,6 @@ class TelemetryObserver(NullObserver):
             scope.model_calls += 1
         attributes = {t.GEN_AI_REQUEST_MODEL: request.model}
         self._telemetry.record(t.CONTEXT_INPUT_TOKENS, input_tokens, attributes)
-
-    @_never_raises
-    def response_received(self, session_id: str, turn: int, response: Response) -> None:
-        # The instrumented provider's chat span already holds the response's usage.
-        return None
 
     @_never_raises
     def compacted(self, session_id: str, record: CompactionRecord) -> None:
