@@ -48,7 +48,7 @@ class Truncating:
     def _truncate(self, call: ModelCall, tokens: int) -> ModelCall:
         """Drop whole oldest groups until the request fits (the last rung of the ladder)."""
         previous = call.run_state.latest
-        first_real = 1 if call.summary_message_present else 0
+        first_real = call.first_real
         body = call.request.messages[first_real:]
         scale = self._truncation_scale(call, tokens)
         saved_before = previous.saved_to_seq if previous else None
