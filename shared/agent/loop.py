@@ -547,7 +547,7 @@ class AgentLoop:
             compactions=state.compactions,
             input_tokens=ctx.input_tokens,
             tool_calls=ctx.tool_calls,
-            summarizer_usage=summarizer_usage(state.compactions),
+            summarizer_usage=summed_usage(*(record.summary_usage for record in state.compactions)),
             usage=ctx.usage,
         )
 
@@ -667,11 +667,6 @@ def _refuse_unusable(response: Response) -> None:
             raise InvalidInputError(
                 f"the model's {problem}; nothing of this reply was stored, the session is unchanged"
             )
-
-
-def summarizer_usage(records: Sequence[CompactionRecord]) -> Usage | None:
-    """The summarizer's usage over ``records``, added up; ``None`` when none reported any."""
-    return summed_usage(*(record.summary_usage for record in records))
 
 
 UNANSWERED = "[no reply: the previous turn ended before the model answered these tool results]"

@@ -316,11 +316,6 @@ class Request(WireModel):
     def tool_definitions(self) -> tuple[ToolDefinition, ...]:
         return self.tools or ()
 
-    def api_body(self) -> JsonObject:
-        """The body as JSON objects: :meth:`api_bytes` parsed, so nothing in it is shared."""
-        body: JsonObject = json.loads(self.api_bytes())
-        return body
-
     def api_bytes(
         self, drop: frozenset[str] = frozenset(), fixed: HeldMemo[bytes] | None = None
     ) -> bytes:
