@@ -220,19 +220,8 @@ class Truncating:
         record = record.model_copy(update={"tokens_after": after})
         call.state.record(record)
         call.state.measured(after)
-        # The one structured INFO line per compaction comes from the telemetry observer
-        # (logger ``hango.compaction``), which every agent built by the factory has.
-        log.debug(
-            "compacted session=%s turn=%d reason=%s tokens_before=%d tokens_after=%d "
-            "messages_evicted=%d offload_path=%s",
-            call.session_id,
-            call.turn,
-            record.reason,
-            record.tokens_before,
-            record.tokens_after,
-            record.evicted_messages,
-            record.offload_path,
-        )
+        # Its one log line comes from the telemetry observer (logger ``hango.compaction``),
+        # which every agent built by the factory has.
         self.observer.compacted(call.session_id, record)
         return call
 
