@@ -303,7 +303,7 @@ def truncation_step(hango: Hango) -> Step:
 
 
 def dumps_of(hango: Hango) -> Step:
-    body = hango.provider.requests[-1].api_body()
+    body = json.loads(hango.provider.requests[-1].api_bytes())
     return (lambda: None), (lambda: json.dumps(body))
 
 
@@ -444,7 +444,7 @@ def whole_call_steps(url: str, root: Path, history: list[dict[str, Any]]) -> dic
     body = [b""]
 
     def serialize() -> None:
-        body[0] = json.dumps(recorder.last.api_body()).encode()
+        body[0] = json.dumps(json.loads(recorder.last.api_bytes())).encode()
 
     def post() -> object:
         return client.post(f"{url}/v1/messages", content=body[0], headers=headers).content

@@ -117,11 +117,6 @@ class SessionMemory:
         del self.transcript[:count]
         return count
 
-    def reread_from(self, seq: int) -> None:
-        """Hold nothing before ``seq``; the messages from there are read from the store."""
-        self.transcript.clear()
-        self.dropped = seq - 1
-
 
 # One loop may serve many sessions for as long as its process lives: it remembers only the
 # most recently used ones (a forgotten one is read back from the store on its next turn).
@@ -236,11 +231,9 @@ class AgentLoop:
         self.assembly: Assembly = assemble(self.chain, Assembly(system=prompt))
         self._memory: RecentlyUsed[SessionMemory] = RecentlyUsed(SESSIONS_REMEMBERED)
         self._heads: IdentityCache[CompactionRecord, Message] = IdentityCache()
-        fixed: dict[str, object] = {}
-        if self.assembly.system:  # an absent key, never "system": null
-            fixed["system"] = self.assembly.system
-        if self.assembly.tools:
-            fixed["tools"] = self.assembly.tools
+        # An empty part is an absent key, never "system": null.
+        fixed = {"system": self.assembly.system, "tools": self.assembly.tools}
+        fixed = {key: part for key, part in fixed.items() if part}
         self._base = Request(model=model, max_tokens=max_tokens, messages=(), **fixed)
 
     # -- a whole turn -------------------------------------------------------------------
@@ -275,11 +268,18 @@ class AgentLoop:
             self._resume_unfinished(session_id, lease)
         ctx = self.begin_turn(session_id)
         ctx.lease = lease
-        with self.observer.turn(session_id, ctx.turn):
+        return self._closing(ctx, partial(self._answer, message))
+
+    def _answer(self, message: Message, ctx: TurnContext) -> None:
+        self._close_unanswered_results(ctx)
+        self.append(ctx, message)
+        self._converse(ctx)
+
+    def _closing(self, ctx: TurnContext, work: Callable[[TurnContext], None]) -> TurnResult:
+        """Run ``work`` as the turn, then close it: completed, or failed with its error."""
+        with self.observer.turn(ctx.session_id, ctx.turn):
             try:
-                self._close_unanswered_results(ctx)
-                self.append(ctx, message)
-                self._converse(ctx)
+                work(ctx)
             except BaseException as exc:
                 self.end_turn(ctx, status="failed", error=f"{type(exc).__name__}: {exc}")
                 raise
@@ -300,13 +300,7 @@ class AgentLoop:
             memory=self._memory.get(session_id, self._new_memory),
         )
         log.warning("session %s: resuming turn %d, left unfinished", session_id, run.turn)
-        with self.observer.turn(session_id, ctx.turn):
-            try:
-                self._finish_interrupted(ctx)
-            except BaseException as exc:
-                self.end_turn(ctx, status="failed", error=f"{type(exc).__name__}: {exc}")
-                raise
-            return self.end_turn(ctx)
+        return self._closing(ctx, self._finish_interrupted)
 
     def _finish_interrupted(self, ctx: TurnContext) -> None:
         """Continue the turn from what it stored: answer it, or close it if it was answered.
@@ -404,7 +398,7 @@ class AgentLoop:
         call = self._outgoing(ctx, None, None)
         pending = Message(role="user", content="(tool results of this batch)")
         messages = (*call.request.messages, pending)
-        return self.compaction.can_evict(messages, head_present=call.summary_message_present)
+        return self.compaction.can_evict(messages, head_present=call.first_real > 0)
 
     def stored_result(self, tool_use_id: str, content: str, session_id: str) -> str:
         """What is stored of a tool's result: ``content`` after every tool-result hook."""
@@ -553,7 +547,7 @@ class AgentLoop:
             compactions=state.compactions,
             input_tokens=ctx.input_tokens,
             tool_calls=ctx.tool_calls,
-            summarizer_usage=summarizer_usage(state.compactions),
+            summarizer_usage=summed_usage(*(record.summary_usage for record in state.compactions)),
             usage=ctx.usage,
         )
 
@@ -622,8 +616,9 @@ class AgentLoop:
         memory = ctx.memory
         if from_seq <= memory.dropped:
             # An older state than the one memory was trimmed for (a turn whose append
-            # failed keeps the state it began with): read the messages back.
-            memory.reread_from(from_seq)
+            # failed keeps the state it began with): read the messages back from there.
+            memory.transcript.clear()
+            memory.dropped = from_seq - 1
             ctx.in_step = False
         transcript = self._transcript(ctx)
         first = bisect.bisect_left(transcript, from_seq, key=lambda m: m.seq)
@@ -672,11 +667,6 @@ def _refuse_unusable(response: Response) -> None:
             raise InvalidInputError(
                 f"the model's {problem}; nothing of this reply was stored, the session is unchanged"
             )
-
-
-def summarizer_usage(records: Sequence[CompactionRecord]) -> Usage | None:
-    """The summarizer's usage over ``records``, added up; ``None`` when none reported any."""
-    return summed_usage(*(record.summary_usage for record in records))
 
 
 UNANSWERED = "[no reply: the previous turn ended before the model answered these tool results]"

@@ -32,10 +32,9 @@ from typing import Any, Literal, TypeVar, overload
 from pydantic import BaseModel, ValidationError
 
 from hango.compaction.validate import position_violations
-from hango.core.api_rules import message_problem
+from hango.core.api_rules import MAX_TOOL_INPUT_DEPTH, message_problem
 from hango.core.errors import TranscriptError
 from hango.core.messages import (
-    MAX_TOOL_INPUT_DEPTH,
     ContentBlock,
     Message,
     RedactedThinkingBlock,

@@ -205,15 +205,16 @@ def _orphan_results(index: int, message: Message, previous: Message | None) -> l
     violations: list[Violation] = []
     answered: set[str] = set()
     for position, block in enumerate(message.blocks()):
-        if isinstance(block, ToolResultBlock) and block.tool_use_id in answered:
+        if not isinstance(block, ToolResultBlock):
+            continue
+        if block.tool_use_id in answered:
             detail = (
                 f"messages.{index}.content.{position}: each `tool_use` block must have a "
                 f"single `tool_result` block; found another for {block.tool_use_id}"
             )
             violations.append(Violation("duplicate_tool_result", index, detail))
-        if isinstance(block, ToolResultBlock):
-            answered.add(block.tool_use_id)
-        if isinstance(block, ToolResultBlock) and block.tool_use_id not in offered:
+        answered.add(block.tool_use_id)
+        if block.tool_use_id not in offered:
             detail = (
                 f"messages.{index}.content.{position}: unexpected `tool_use_id` found in "
                 f"`tool_result` blocks: {block.tool_use_id}. Each `tool_result` block must "

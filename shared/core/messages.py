@@ -78,34 +78,6 @@ class ToolUseBlock(WireModel):
     cache_control: CacheControl | None = None
 
 
-# How deep a tool input may nest. Real tool schemas nest a handful of levels; past a few
-# hundred, serializers and parsers give up with their own errors (pydantic's "Maximum
-# serialization depth exceeded", Python's RecursionError), so the limit is checked first.
-MAX_TOOL_INPUT_DEPTH = 100
-
-
-def json_containers(value: Any) -> Iterator[tuple[Any, int]]:
-    """Every object and array in ``value`` with its depth from 1 (iteratively: any depth)."""
-    pending: list[tuple[Any, int]] = [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        children = item.values() if isinstance(item, dict) else item
-        if isinstance(item, dict | list | tuple):
-            yield children, depth
-            pending.extend((child, depth + 1) for child in children)
-
-
-def too_deep(use: ToolUseBlock) -> str | None:
-    """Why ``use``'s input cannot be kept, or ``None``: named, with its depth and the limit."""
-    depth = max((depth for _, depth in json_containers(use.input)), default=0)
-    if depth <= MAX_TOOL_INPUT_DEPTH:
-        return None
-    return (
-        f"tool call {use.id} ({use.name}) has an input nested {depth} levels deep, over the "
-        f"limit of {MAX_TOOL_INPUT_DEPTH}"
-    )
-
-
 def _tagged(known: frozenset[str]) -> Discriminator:
     """The union member of a block: its ``type`` if ``known``, else ``other``."""
 
@@ -315,11 +287,6 @@ class Request(WireModel):
 
     def tool_definitions(self) -> tuple[ToolDefinition, ...]:
         return self.tools or ()
-
-    def api_body(self) -> JsonObject:
-        """The body as JSON objects: :meth:`api_bytes` parsed, so nothing in it is shared."""
-        body: JsonObject = json.loads(self.api_bytes())
-        return body
 
     def api_bytes(
         self, drop: frozenset[str] = frozenset(), fixed: HeldMemo[bytes] | None = None

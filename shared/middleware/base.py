@@ -173,13 +173,14 @@ class ModelCall:
         return self.state.state
 
     @property
-    def summary_message_present(self) -> bool:
-        return bool(self.seqs) and self.seqs[0] is None
+    def first_real(self) -> int:
+        """The index of the first stored message: 1 after a summary (head) message, else 0."""
+        return 1 if self.seqs and self.seqs[0] is None else 0
 
     def index_of_seq(self, seq: int) -> int:
         """The index of the first outgoing message at or after sequence number ``seq`` (a
         binary search: past the summary message, the sequence numbers are sorted)."""
-        first = 1 if self.summary_message_present else 0
+        first = self.first_real
         seqs = self.seqs
         if isinstance(seqs, Prefix):  # the loop's view: searched at C speed
             return seqs.bisect_left(seq, first)

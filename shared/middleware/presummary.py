@@ -229,8 +229,7 @@ class Presummaries:
         return self.pacer.growth_within_horizon(call.session_id, summarizer)
 
     def _kept_from(self, call: ModelCall, ahead: int) -> int:
-        first_real = 1 if call.summary_message_present else 0
-        return self.profile.kept_from(len(call.request.messages), first_real, ahead)
+        return self.profile.kept_from(len(call.request.messages), call.first_real, ahead)
 
     def _short_of(self, call: ModelCall, ready: Presummary, tokens: int, at: int) -> bool:
         """Whether ``ready`` leaves a third of the target or more before ``at`` verbatim

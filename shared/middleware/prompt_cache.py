@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -59,8 +58,6 @@ from hango.core.messages import (
 from hango.middleware.base import Assembly, Handler, ModelCall
 from hango.tokens.base import Estimator
 from hango.tokens.measure import FixedEstimate
-
-logger = logging.getLogger(__name__)
 
 EPHEMERAL = CacheControl(type="ephemeral")
 
@@ -110,14 +107,11 @@ class PromptCacheMiddleware:
         if not self.provider_caches:
             return call_next(call)
         assembly = call.assembly  # where ``contribute`` recorded the stable system index
-        if assembly is None:
-            logger.debug(
-                "no assembly on the call for session %s: no system breakpoint", call.session_id
-            )
         request = place_breakpoints(
             call.request,
+            # No assembly (a caller that builds its calls itself): no system breakpoint.
             stable_system_index=None if assembly is None else assembly.stable_system_index,
-            summary_message=call.summary_message_present,
+            summary_message=call.first_real > 0,
             policy=self.policy,
             changed_from=call.changed_from,
         )

@@ -163,7 +163,7 @@ class SummarizationMiddleware(Compacting, PassThrough):
         the window after the summary is mechanically truncated (``wrap``), which is the
         rung that aims at the post-compaction target.
         """
-        first_real = 1 if call.summary_message_present else 0
+        first_real = call.first_real
         starts = group_starts(call.request.messages)
         boundary = self._boundary(call.request.messages, first_real, ahead, starts)
         if boundary is None:

@@ -74,7 +74,7 @@ class ToolArgTruncationMiddleware(PassThrough):
         cut = call.index_of_seq(before_seq)
         # Below a cut at the first stored message lies at most the summary message, which
         # has no tool blocks: nothing is truncated.
-        messages, count = self._truncated(call, cut if cut > _first_stored(call) else 0)
+        messages, count = self._truncated(call, cut if cut > call.first_real else 0)
         if count:
             self.observer.tool_args_truncated(call.session_id, call.turn, count)
         if messages is call.request.messages:
@@ -101,7 +101,7 @@ class ToolArgTruncationMiddleware(PassThrough):
         """The sequence number truncation covers up to, moved forward if this call earns it."""
         current = call.run_state.truncated_before_seq
         messages = call.request.messages
-        first_real = _first_stored(call)
+        first_real = call.first_real
         protect_from = len(messages) - self.profile.keep_count(len(messages) - first_real)
         target = _seq_from(call, max(first_real, protect_from))
         if target is None or target <= current:
@@ -135,11 +135,6 @@ class ToolArgTruncationMiddleware(PassThrough):
             return copy.truncation_gain(start, end, self.truncation)
         worked = [self.truncation(message) for message in call.request.messages[start:end]]
         return sum(w[1] for w in worked), sum(w[2] for w in worked)
-
-
-def _first_stored(call: ModelCall) -> int:
-    """The position of the first stored message (after the summary message, if any)."""
-    return 1 if call.summary_message_present else 0
 
 
 def _seq_from(call: ModelCall, index: int) -> int | None:

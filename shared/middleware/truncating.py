@@ -48,7 +48,7 @@ class Truncating:
     def _truncate(self, call: ModelCall, tokens: int) -> ModelCall:
         """Drop whole oldest groups until the request fits (the last rung of the ladder)."""
         previous = call.run_state.latest
-        first_real = 1 if call.summary_message_present else 0
+        first_real = call.first_real
         body = call.request.messages[first_real:]
         scale = self._truncation_scale(call, tokens)
         saved_before = previous.saved_to_seq if previous else None
@@ -220,19 +220,8 @@ class Truncating:
         record = record.model_copy(update={"tokens_after": after})
         call.state.record(record)
         call.state.measured(after)
-        # The one structured INFO line per compaction comes from the telemetry observer
-        # (logger ``hango.compaction``), which every agent built by the factory has.
-        log.debug(
-            "compacted session=%s turn=%d reason=%s tokens_before=%d tokens_after=%d "
-            "messages_evicted=%d offload_path=%s",
-            call.session_id,
-            call.turn,
-            record.reason,
-            record.tokens_before,
-            record.tokens_after,
-            record.evicted_messages,
-            record.offload_path,
-        )
+        # Its one log line comes from the telemetry observer (logger ``hango.compaction``),
+        # which every agent built by the factory has.
         self.observer.compacted(call.session_id, record)
         return call
 

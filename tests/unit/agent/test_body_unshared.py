@@ -8,6 +8,7 @@ the one a fresh process, reading the same store, sends.
 from __future__ import annotations
 
 import base64
+import json
 import shutil
 import subprocess
 import sys
@@ -69,7 +70,7 @@ class Scribbling:
         return self.inner.capabilities
 
     def complete(self, request: Request) -> Response:
-        self.scribbled += scribble(request.api_body())
+        self.scribbled += scribble(json.loads(request.api_bytes()))
         return self.inner.complete(request)
 
 

@@ -75,7 +75,7 @@ class FullRecomputation(PassThrough):
     def _step(self, model_call: ModelCall) -> int:
         current = model_call.state.state.truncated_before_seq
         messages = model_call.request.messages
-        first_real = 1 if model_call.summary_message_present else 0
+        first_real = model_call.first_real
         protect_from = len(messages) - self.profile.keep_count(len(messages) - first_real)
         end = max(first_real, protect_from)
         target = next((s for s in model_call.seqs[end:] if s is not None), None)
