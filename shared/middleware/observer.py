@@ -71,7 +71,10 @@ class Observers(LoopObserver):
         # LoopObserver's does nothing): the loop calls three hooks per model call.
         for hook in [name for name in vars(LoopObserver) if name[0] != "_" and name != "turn"]:
             own = getattr(LoopObserver, hook)
-            methods = [getattr(o, hook) for o in observers if getattr(type(o), hook) is not own]
+            # Judged on the method each observer answers with, not its class: another
+            # Observers sets its hooks on the instance, and they must be called too.
+            bound = [getattr(observer, hook) for observer in observers]
+            methods = [m for m in bound if getattr(m, "__func__", None) is not own]
             setattr(self, hook, partial(_call_each, methods))
 
     @contextmanager
