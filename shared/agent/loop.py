@@ -117,6 +117,11 @@ class SessionMemory:
         del self.transcript[:count]
         return count
 
+    def reread_from(self, seq: int) -> None:
+        """Hold nothing before ``seq``; the messages from there are read from the store."""
+        self.transcript.clear()
+        self.dropped = seq - 1
+
 
 # One loop may serve many sessions for as long as its process lives: it remembers only the
 # most recently used ones (a forgotten one is read back from the store on its next turn).
@@ -547,7 +552,7 @@ class AgentLoop:
             compactions=state.compactions,
             input_tokens=ctx.input_tokens,
             tool_calls=ctx.tool_calls,
-            summarizer_usage=summed_usage(*(record.summary_usage for record in state.compactions)),
+            summarizer_usage=summarizer_usage(state.compactions),
             usage=ctx.usage,
         )
 
@@ -616,9 +621,8 @@ class AgentLoop:
         memory = ctx.memory
         if from_seq <= memory.dropped:
             # An older state than the one memory was trimmed for (a turn whose append
-            # failed keeps the state it began with): read the messages back from there.
-            memory.transcript.clear()
-            memory.dropped = from_seq - 1
+            # failed keeps the state it began with): read the messages back.
+            memory.reread_from(from_seq)
             ctx.in_step = False
         transcript = self._transcript(ctx)
         first = bisect.bisect_left(transcript, from_seq, key=lambda m: m.seq)
@@ -667,6 +671,11 @@ def _refuse_unusable(response: Response) -> None:
             raise InvalidInputError(
                 f"the model's {problem}; nothing of this reply was stored, the session is unchanged"
             )
+
+
+def summarizer_usage(records: Sequence[CompactionRecord]) -> Usage | None:
+    """The summarizer's usage over ``records``, added up; ``None`` when none reported any."""
+    return summed_usage(*(record.summary_usage for record in records))
 
 
 UNANSWERED = "[no reply: the previous turn ended before the model answered these tool results]"

@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from hango.agent.loop import TurnResult
+from hango.agent.loop import TurnResult, summarizer_usage
 from hango.cli.output import (
     compaction_json,
     compaction_table,
@@ -39,7 +39,6 @@ from hango.cli.wiring import (
 from hango.compaction.record import CompactionRecord
 from hango.core.errors import MissingHistoryError, UnknownSessionError
 from hango.core.ids import validate_session_id
-from hango.core.messages import summed_usage
 from hango.core.settings import Settings
 from hango.cost.meter import UsageTotals, totals_json
 from hango.history.base import HistoryBackend
@@ -150,7 +149,7 @@ def run_show(args: argparse.Namespace) -> int:
         "failed_turns": sum(1 for run in runs if run.status == "failed"),
         "stored_messages": len(store.messages(session_id)),
         "compaction_records": [compaction_json(record) for record in records],
-        "summarizer_usage": usage_json(summed_usage(*(record.summary_usage for record in records))),
+        "summarizer_usage": usage_json(summarizer_usage(records)),
         "history_file": shown_path,
         "usage": totals_json(info.usage),
         "token_corrections": {model: round(value, 4) for model, value in corrections.items()},
