@@ -25,7 +25,9 @@ class HistoryBackend(Protocol):
         ...
 
     def section_keys(self, path: str) -> set[str]:
-        """The keys of the sections appended to the file (none when there is no file)."""
+        """The keys of the sections appended to the file (none when there is no file).
+
+        Optional: for a backend without it the offloader reads the file and searches it."""
         ...
 
     def ls(self, prefix: str = "/") -> list[str]:

@@ -7,7 +7,7 @@ import re
 from hango.compaction.jobs import OffloadJob
 from hango.history.base import HistoryBackend
 from hango.history.markdown import render_evicted
-from hango.history.paths import conversation_history_path
+from hango.history.paths import conversation_history_path, section_keys
 
 _KEY = re.compile(r"turn-\d+-seq-(\d+)-(\d+)")
 
@@ -41,11 +41,22 @@ class InlineOffloader:
     def _held(self, path: str) -> set[int]:
         """The sequence numbers the history file's sections already hold."""
         held: set[int] = set()
-        for key in self.history.section_keys(path):
+        for key in self._keys(path):
             found = _KEY.fullmatch(key)
             if found:
                 held.update(range(int(found[1]), int(found[2]) + 1))
         return held
+
+    def _keys(self, path: str) -> set[str]:
+        # A backend written before the protocol asked for ``section_keys`` still works:
+        # its file is read and searched here, as every backend did before.
+        asked = getattr(self.history, "section_keys", None)
+        if asked is not None:
+            return set(asked(path))
+        try:
+            return section_keys(self.history.read(path))
+        except FileNotFoundError:
+            return set()
 
 
 def offload_key(job: OffloadJob) -> str:

@@ -242,6 +242,33 @@ def test_offload_is_idempotent_on_the_local_backend(tmp_path: Path) -> None:
     assert text.count("## Turn 5: messages 1\u20134") == 1
 
 
+class BackendWithoutSectionKeys:
+    """A user's backend written before the protocol asked for ``section_keys``."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryHistory()
+
+    def read(self, path: str) -> str:
+        return self.inner.read(path)
+
+    def append_section(self, path: str, key: str, content: str) -> bool:
+        return self.inner.append_section(path, key, content)
+
+
+def test_a_backend_without_section_keys_still_gets_each_message_once() -> None:
+    history = BackendWithoutSectionKeys()
+    offloader = InlineOffloader(history)  # type: ignore[arg-type]
+    path = offloader.offload(offload_job())
+    # A later compaction of the same turn that evicts more: only what is new is written.
+    wider = evicted_sample() + evicted_sample(first_seq=5)
+    job = OffloadJob(session_id="sess-1", turn=6, from_seq=1, to_seq=8, evicted=wider)
+    assert offloader.offload(job) == path
+    text = history.read(path)
+    assert text.count("## Turn 5: messages 1\u20134") == 1
+    assert "## Turn 6: messages 5\u20138" in text
+    assert text.count("Fix the parser.") == 2  # messages 1 and 5, each once
+
+
 def test_offload_refuses_an_unsafe_session_id_and_an_empty_range() -> None:
     history = MemoryHistory()
     with pytest.raises(InvalidSessionIdError):
