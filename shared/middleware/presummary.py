@@ -125,9 +125,8 @@ class Presummaries:
         # cut lies at or before where the raw keep window starts (it moves back to a group
         # start), so one not short of that start is not short of the cut.
         fits = extended if extended and not self._outgrown(call, extended, tokens) else None
-        if fits is not None and not self._short_of(
-            call, fits, tokens, self._kept_from(call, ahead)
-        ):
+        kept_from = self.profile.kept_from(len(call.request.messages), call.first_real, ahead)
+        if fits is not None and not self._short_of(call, fits, tokens, kept_from):
             return
         at = boundary(ahead)
         evicted = () if at is None else stored_before(call, seq_at(call, at))
@@ -227,9 +226,6 @@ class Presummaries:
     def _within(self, call: ModelCall) -> float:
         summarizer = self.profile.summarizer_model or call.request.model
         return self.pacer.growth_within_horizon(call.session_id, summarizer)
-
-    def _kept_from(self, call: ModelCall, ahead: int) -> int:
-        return self.profile.kept_from(len(call.request.messages), call.first_real, ahead)
 
     def _short_of(self, call: ModelCall, ready: Presummary, tokens: int, at: int) -> bool:
         """Whether ``ready`` leaves a third of the target or more before ``at`` verbatim

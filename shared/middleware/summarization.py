@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from functools import partial
 
 from hango.compaction.boundary import keep_boundary
 from hango.compaction.groups import group_starts
@@ -102,7 +103,8 @@ class SummarizationMiddleware(Compacting, PassThrough):
         reason = self._reason(call, tokens)
         self.pacer.observe(call.session_id, tokens)
         if reason is None and self._presummary_due(call, tokens):
-            self.presummaries.dispatch(call, tokens, lambda ahead: self._boundary_of(call, ahead))
+            boundary = partial(self._boundary, call.request.messages, call.first_real)
+            self.presummaries.dispatch(call, tokens, boundary)
         outgoing = call if reason is None else self._compacted(call, reason, tokens)
         self.pacer.sent(call.session_id, outgoing.state.input_tokens)
         response = call_next(outgoing)
@@ -155,7 +157,7 @@ class SummarizationMiddleware(Compacting, PassThrough):
             return self._truncate(call, tokens) if reason == "overflow" else call
         return self._summarize(call, reason, tokens, plan)
 
-    def _plan(self, call: ModelCall, ahead: int = 0) -> Plan | None:
+    def _plan(self, call: ModelCall) -> Plan | None:
         """The keep boundary: the raw keep window moved back to a group start.
 
         The summary keeps at least ``keep_frac`` of the messages, as documented; it never
@@ -165,7 +167,7 @@ class SummarizationMiddleware(Compacting, PassThrough):
         """
         first_real = call.first_real
         starts = group_starts(call.request.messages)
-        boundary = self._boundary(call.request.messages, first_real, ahead, starts)
+        boundary = self._boundary(call.request.messages, first_real, starts=starts)
         if boundary is None:
             return None
         newest = starts[-1] if starts else boundary
@@ -190,10 +192,6 @@ class SummarizationMiddleware(Compacting, PassThrough):
         request that cannot be honoured is answered in its result, not left pending.
         """
         return self._boundary(messages, 1 if head_present else 0) is not None
-
-    def _boundary_of(self, call: ModelCall, ahead: int) -> int | None:
-        plan = self._plan(call, ahead)
-        return None if plan is None else plan.boundary
 
     def _presummary_due(self, call: ModelCall, tokens: int) -> bool:
         summarizer = self.profile.summarizer_model or call.request.model
