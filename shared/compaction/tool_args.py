@@ -121,9 +121,8 @@ def truncate_tool_args(
     A ``tool_use`` whose input (its compact JSON, as the request carries it) is estimated
     over ``max_tokens`` gets each long string value cut to a ``preview_chars`` head plus a
     note; if the input is still over budget, each remaining large top-level value becomes
-    a preview string of its JSON. A
-    ``tool_result`` whose text is estimated over ``max_tokens`` keeps a head and a tail
-    of ``preview_chars`` around the note.
+    a preview string of its JSON. A ``tool_result`` whose text is estimated over
+    ``max_tokens`` keeps a head and a tail of ``preview_chars`` around the note.
 
     ``max_tokens`` decides *which* blocks are shortened; the preview size does not adapt
     to it, so keep ``max_tokens`` well above ``preview_chars`` worth of tokens.
