@@ -100,14 +100,12 @@ class ToolArgTruncationMiddleware(PassThrough):
     def _step(self, call: ModelCall) -> int:
         """The sequence number truncation covers up to, moved forward if this call earns it."""
         current = call.run_state.truncated_before_seq
-        messages = call.request.messages
-        first_real = call.first_real
-        protect_from = len(messages) - self.profile.keep_count(len(messages) - first_real)
-        target = _seq_from(call, max(first_real, protect_from))
+        count, first_real = len(call.request.messages), call.first_real
+        protect_from = max(first_real, self.profile.kept_from(count, first_real))
+        target = _seq_from(call, protect_from)
         if target is None or target <= current:
             return current
-        start = call.index_of_seq(current)
-        if not self._worth_it(call, start, max(first_real, protect_from)):
+        if not self._worth_it(call, call.index_of_seq(current), protect_from):
             return current
         call.state.truncate_before(target)
         return target
