@@ -318,12 +318,10 @@ class Presummaries:
             return (newest,)
         return (newest.fallback, newest)
 
-    def index_to_install(
-        self, call: ModelCall, ready: Presummary, first_real: int, boundary: int
-    ) -> int | None:
+    def index_to_install(self, call: ModelCall, ready: Presummary, boundary: int) -> int | None:
         """The index ``ready`` keeps from, if it can be installed at a compaction that
-        keeps from ``boundary`` (a cut after ``first_real``)."""
-        pending = ready.pending
+        keeps from ``boundary`` (a cut after the call's head message, if any)."""
+        pending, first_real = ready.pending, call.first_real
         index = call.index_of(pending.to_seq + 1)
         if index is not None and first_real < index <= boundary and self.still_valid(call, ready):
             return index

@@ -171,7 +171,7 @@ class SummarizationMiddleware(Compacting, PassThrough):
         if boundary is None:
             return None
         newest = starts[-1] if starts else boundary
-        return Plan(boundary=boundary, first_real=first_real, newest_start=newest)
+        return Plan(boundary=boundary, newest_start=newest)
 
     def _boundary(
         self,
