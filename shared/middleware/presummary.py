@@ -1,16 +1,13 @@
 """Pre-summarization: the summary a compaction at the trigger needs, dispatched earlier.
 
-When the pacer says one is due (``pacing.py``), with no compaction due, the range a
-compaction at the trigger is projected to evict is summarized on a small shared thread
-pool, without waiting (at most one per session in flight). A ready one that will not fit
-at the trigger, or (once the trigger may come within an extension's latency) falls a third
-of the target short of what a cut made then would evict, is extended: the next job summarizes only
-the messages past it, on top of its text, and the ready one stays the fallback until the
-extension is ready. Nothing is offloaded here: the range goes to the history file when a
-compaction installs it, so a replaced pre-summary writes nothing and each evicted message
-is written once. Each is routed when it is dispatched (``summary_route.py``); whether a
-ready one still holds is checked in O(1) on every call in the band
-(:meth:`Presummaries.still_valid`).
+When the pacer says one is due (``pacing.py``), the range a compaction at the trigger is
+projected to evict is summarized on a small shared thread pool, without waiting (at most
+one per session in flight). A ready one that will not fit at the trigger, or falls a third
+of the target short of what a cut made then would evict, is extended: the next job
+summarizes only the messages past it, on top of its text, and the ready one stays the
+fallback until the extension is ready. Nothing is offloaded here: the range goes to the
+history file when a compaction installs it, so a replaced pre-summary writes nothing and
+each evicted message is written once.
 """
 
 from __future__ import annotations
@@ -49,11 +46,10 @@ _PLACEHOLDER = SummaryResult(text=".", summarizer="none")
 # Pre-summaries of all sessions share these threads; each session has at most one in flight.
 PRESUMMARY_THREADS = 4
 
-# A ready pre-summary that leaves verbatim a third of the target or more of what a cut made
-# now would evict is extended for coverage (see ``Presummaries._short_of``). A
-# measured point on the corpus (docs/benchmarks.md, 2026-12-03 "coverage"): at a quarter
-# more were extended, the summaries cost more and one transcript's cache-read share fell;
-# at the trigger's slack (trigger - target) none was.
+# A ready pre-summary leaving a third of the target or more verbatim is extended for coverage
+# (``Presummaries._short_of``). Measured on the corpus (docs/benchmarks.md, 2026-12-03
+# "coverage"): at a quarter more were extended, the summaries cost more and one
+# transcript's cache-read share fell; at the trigger's slack (trigger - target) none was.
 COVERAGE_SHARE = 3
 
 
@@ -245,13 +241,8 @@ class Presummaries:
 
     def _outgrown(self, call: ModelCall, current: Presummary, tokens: int) -> bool:
         """Whether a ready pre-summary could no longer bring the request under the target
-        at a trigger that comes before an extension started at the next call is ready.
-
-        Then it is extended over the longer prefix: installing it at the trigger would
-        fail its fit check and the turn would wait for a summary after all. A trigger
-        further ahead is left to a later call, whose extension covers more for the same
-        one summarizer call. One in flight is never replaced (see :meth:`dispatch`).
-        """
+        at a trigger that comes before an extension started at the next call is ready:
+        installed then, it would fail its fit check and the turn would wait after all."""
         if not self.pacer.is_ready(current.started, current.work):
             return False
         _, _, summary = current.work.result()
