@@ -6,10 +6,8 @@ verbatim. Three figures decide it, all learned as the session goes:
 
 - **growth per model call**: how many tokens one round (an answer and its tool results)
   adds to the request. Rounds mix small and very large ones (a 20-40 KB tool result is
-  common), so the largest of the recent rounds stands for the next one, not the mean; the
-  largest rounds come seldom, so the memory for rounds is longer than for the others.
-  Over several calls, the largest growth seen over as many consecutive rounds (two of the
-  largest seldom come in a row): the trigger is judged that far away, not nearer.
+  common), so the largest of the recent rounds stands for the next one, not the mean;
+  over several calls, the largest growth seen over as many consecutive rounds.
 - **time between calls**: a low quantile of the recent intervals (the trigger comes
   sooner when the calls are quick; a pause of the user's does not make it later).
 - **the summarizer's latency**: measured per summarizer (a high quantile of its recent
