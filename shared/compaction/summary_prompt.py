@@ -246,12 +246,9 @@ def clip(text: str, cap: int | None) -> str:
 
 
 def _drop_middle(pieces: _Pieces, cap: int | None, length: int, max_chars: int) -> str:
-    """The rendering at ``cap`` (``length`` characters) without its middle: a quarter of
-    the room from its start, the rest from its end.
-
-    Only the messages the two ends reach are rendered: a long evicted range (thousands of
-    messages) keeps a few hundred kilobytes of its rendering.
-    """
+    """The rendering at ``cap`` (``length`` characters) without its middle. Only the
+    messages the two ends reach are rendered: a long evicted range (thousands of messages)
+    keeps a few hundred kilobytes of its rendering."""
     note = "\n\n[... {} characters of the transcript omitted here to fit the bound ...]\n\n"
     room = max(0, max_chars - len(note.format(length)))
     head = room // 4
