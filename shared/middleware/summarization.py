@@ -68,9 +68,8 @@ class SummarizationMiddleware(Compacting, PassThrough):
         self.profile = profile
         self.router = router
         self.estimator = estimator
-        self.watermark = _watermark(profile, presummarize_frac)
         self.pacer = Pacer(
-            watermark=self.watermark,
+            watermark=_watermark(profile, presummarize_frac),
             adaptive=presummarize_pace,
             clock=clock,
             summary_seconds=summary_seconds,
