@@ -175,8 +175,8 @@ def messages_ahead(pace: SessionPace, tokens: int, trigger: int) -> int:
     """How many messages will surely be appended before the trigger (a lower bound).
 
     A pre-summary may cover what a compaction at the trigger will evict, no more: the
-    trigger keeps a share of the messages it will have then. The fewest calls the high
-    growth quantile allows, less the slack, so the trigger never finds the pre-summary
+    trigger keeps a share of the messages it will have then. The fewest calls the largest
+    recent round allows, less the slack, so the trigger never finds the pre-summary
     covering messages it must keep.
     """
     calls = calls_to_trigger(tokens, trigger, pace.growth_per_call() or 0)

@@ -1,23 +1,18 @@
 """The summarization middleware: keeps the outgoing request under the trigger.
 
-It counts the whole outgoing request (the provider's counter under a deadline, else the
-estimate). Over the trigger, or when forced (overflow, the ``compact_conversation`` tool),
-it evicts the oldest atomic tool groups: first offloads them to the history file
-(nothing leaves the request that was not offloaded), then obtains the summary, builds
-``[summary message] + kept``, validates it and records the compaction in the run's
-private state. A request that fails validation is never sent: the compaction is abandoned
-and mechanical truncation is used instead.
+It measures the whole outgoing request (``token_figure.py``). Over the trigger, or when
+forced (overflow, the ``compact_conversation`` tool), it evicts the oldest atomic tool
+groups: first offloads them to the history file (nothing leaves the request that was not
+offloaded), then obtains the summary, builds ``[summary message] + kept``, validates it
+and records the compaction in the run's private state. A request that fails validation
+is never sent: mechanical truncation is used instead. The stored messages are never
+touched; only the copy on its way to the provider changes.
 
-Ahead of the trigger, from ``presummarize_frac`` of the window on and when the pace says
-so (``pacing.py``), the summary a compaction at the trigger will need is dispatched
-without waiting (``presummary.py``); at the trigger, one that still matches and fits is
-installed at once, the messages appended since kept verbatim; otherwise the normal path runs.
-
-The stored messages are never touched; only the copy on its way to the provider changes.
-
-Split by job: the token figure (``token_figure.py``), the pre-summaries
-(``presummary.py``), the rungs that change the copy (``compacting.py``) and what they
-evict (``evicted.py``); this module decides when each runs.
+Ahead of the trigger, when the pace says so (``pacing.py``), the summary a compaction at
+the trigger will need is dispatched without waiting (``presummary.py``); at the trigger,
+one that still matches and fits is installed at once. The rungs that change the copy are
+in ``compacting.py`` and ``truncating.py``, what they evict in ``evicted.py``; this module
+decides when each runs.
 """
 
 from __future__ import annotations

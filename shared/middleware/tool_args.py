@@ -1,9 +1,8 @@
 """The tool-argument truncation middleware: the cheapest of the three mechanisms.
 
 Large tool inputs and tool results in old messages are cut to a preview plus a size note
-on the outgoing copy (the pure work is :func:`hango.compaction.tool_args.truncate_tool_args`).
-Often this alone keeps a session under the trigger, and it never touches the stored
-messages.
+on the outgoing copy (:func:`hango.compaction.tool_args.truncate_tool_args`); often this
+alone keeps a session under the trigger, and it never touches the stored messages.
 
 Every change to an early message of the sent copy invalidates the provider's prompt
 cache from that message on, so truncation moves in steps, never call by call:
