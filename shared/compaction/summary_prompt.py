@@ -161,7 +161,6 @@ def render_transcript(
 ) -> str:
     """The evicted messages as plain text for the summarizer, at most ``max_chars`` long.
 
-    Tool calls and results become text, so the summary request holds no tool blocks.
     When the verbatim text is too long, each tool input, tool result and thinking block
     is cut to its head and tail (16,000 characters, then halved down to 500); if even
     that does not fit, the middle of the whole transcript is dropped (a quarter of the

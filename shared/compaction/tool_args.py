@@ -38,10 +38,8 @@ TRUNCATION_MARKER = re.compile(r"…\[truncated: \d+ chars, ~\d+ tokens; full co
 
 @dataclass(frozen=True)
 class TruncationResult:
-    """The truncated messages and how many blocks were shortened.
-
-    ``messages`` is the very input sequence when nothing was shortened (``truncated == 0``).
-    """
+    """The truncated messages (the very input sequence when none was shortened) and how
+    many blocks were shortened."""
 
     messages: Sequence[Message]
     truncated: int
@@ -145,11 +143,9 @@ def truncate_tool_args(
 
 
 class Truncation:
-    """What truncation makes of one message under fixed settings, for the outgoing copy.
-
-    Called once per position the copy truncates (the copy keeps the answer): the form
-    sent, the blocks cut and the estimated tokens that saves.
-    """
+    """What truncation makes of one message under fixed settings, for the outgoing copy
+    (which keeps the answer per position): the form sent, the blocks cut and the estimated
+    tokens that saves."""
 
     def __init__(self, *, max_tokens: int, estimator: Estimator) -> None:
         self.estimator = estimator
