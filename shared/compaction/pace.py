@@ -52,8 +52,7 @@ def quantile(values: Iterable[float], q: float) -> float | None:
     ordered = sorted(values)
     if not ordered:
         return None
-    rank = max(0, math.ceil(q * len(ordered)) - 1)
-    return ordered[rank]
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 @dataclass

@@ -125,8 +125,7 @@ def _merged(previous: CompactionRecord | None, found: Sequence[list[str]]) -> tu
 
 def apply_record(call: ModelCall, record: CompactionRecord, boundary: int) -> ModelCall:
     """``[head] + kept``: the outgoing copy with the record applied."""
-    head = head_message(record)
-    messages = (head, *call.request.messages[boundary:])
+    messages = (head_message(record), *call.request.messages[boundary:])
     seqs = (None, *call.seqs[boundary:])
     stored = tuple(call.stored[_index_of(call.stored, record.kept_from_seq) :])
     request = call.request.model_copy(update={"messages": messages})

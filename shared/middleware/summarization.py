@@ -164,8 +164,8 @@ class SummarizationMiddleware(Compacting, PassThrough):
         boundary = self._boundary(call.request.messages, first_real, starts=starts)
         if boundary is None:
             return None
-        newest = starts[-1] if starts else boundary
-        return Plan(boundary=boundary, newest_start=newest)
+        # The boundary is one of the group starts, so there is a newest one.
+        return Plan(boundary=boundary, newest_start=starts[-1])
 
     def _boundary(
         self,
