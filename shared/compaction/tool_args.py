@@ -63,9 +63,7 @@ class _Cutter:
 
     def head(self, text: str) -> str:
         """``text`` cut to a head preview plus the note, or unchanged if that is not shorter."""
-        if self._is_cut(text, tail=False):
-            return text
-        return self.force_head(text)
+        return text if self._is_cut(text, tail=False) else self.force_head(text)
 
     def force_head(self, text: str) -> str:
         """Like :meth:`head`, even when ``text`` contains notes of its own (serialized JSON)."""
