@@ -69,10 +69,14 @@ class ExtractiveSummarizer:
 
 def cut_to_tokens(text: str, tokens: int, note: str = WINDOW_NOTE) -> str:
     """``text`` cut to about ``tokens`` tokens (erring on the short side), the cut noted."""
-    if len(text) <= tokens * CHARS_PER_TOKEN:
+    return _cut(text, tokens * CHARS_PER_TOKEN, note)
+
+
+def _cut(text: str, chars: int, note: str = CUT_MARK) -> str:
+    """``text`` cut to at most ``chars`` characters, ``note`` ending the cut."""
+    if len(text) <= chars:
         return text
-    keep = max(0, tokens * CHARS_PER_TOKEN - len(note))
-    return text[:keep] + note
+    return text[: max(0, chars - len(note))] + note
 
 
 def _shared_out(sections: list[str], chars: int) -> list[str]:
@@ -84,7 +88,7 @@ def _shared_out(sections: list[str], chars: int) -> list[str]:
     if sum(map(len, sections)) + separators <= chars:
         return sections
     shares = _fair_shares([len(section) for section in sections], chars - separators)
-    return [*map(_cut_section, sections, shares), BUDGET_NOTE.strip()]
+    return [*map(_cut, sections, shares), BUDGET_NOTE.strip()]
 
 
 def _fair_shares(sizes: Sequence[int], total: int) -> list[int]:
@@ -97,12 +101,6 @@ def _fair_shares(sizes: Sequence[int], total: int) -> list[int]:
         shares[index] = min(sizes[index], left // (len(order) - done))
         left -= shares[index]
     return shares
-
-
-def _cut_section(section: str, share: int) -> str:
-    if len(section) <= share:
-        return section
-    return section[: max(0, share - len(CUT_MARK))] + CUT_MARK
 
 
 def _sections(evicted: Sequence[StoredMessage]) -> list[str]:

@@ -27,7 +27,7 @@ def drop_oldest_groups(
     head: Message,
     measure: Measure,
     limit: int,
-    min_keep_from: int | None = None,
+    min_keep_from: int = 0,
 ) -> int:
     """The smallest group start ``b`` at or after ``min_keep_from`` (a previous compaction's
     boundary: truncation only moves forward) with ``measure((head,) + messages[b:]) <= limit``.
@@ -35,12 +35,18 @@ def drop_oldest_groups(
     A binary search: dropping messages never makes a request bigger. :class:`CannotFitError`
     when even the last group does not fit, or there is no group start to cut at.
     """
-    if min_keep_from is not None and min_keep_from < 0:
+    if min_keep_from < 0:
         raise ValueError(f"min_keep_from must be >= 0, got {min_keep_from}")
     starts = group_starts(messages)
-    candidates = starts[bisect_left(starts, min_keep_from or 0) :]
+    candidates = starts[bisect_left(starts, min_keep_from) :]
     if not candidates:
-        raise _no_boundary(messages, measure, limit, min_keep_from or 0)
+        tokens = measure(messages)
+        raise CannotFitError(
+            f"no assistant message at or after index {min_keep_from} to cut at "
+            f"({len(messages)} messages, {tokens} tokens, limit {limit})",
+            tokens=tokens,
+            limit=limit,
+        )
 
     def size_from(boundary: int) -> int:
         return measure((head, *messages[boundary:]))
@@ -56,15 +62,3 @@ def drop_oldest_groups(
     # The last candidate fits; the first one that fits, by halving.
     last = len(candidates) - 1
     return candidates[bisect_left(candidates, True, hi=last, key=lambda b: size_from(b) <= limit)]
-
-
-def _no_boundary(
-    messages: Sequence[Message], measure: Measure, limit: int, min_keep_from: int
-) -> CannotFitError:
-    tokens = measure(messages)
-    return CannotFitError(
-        f"no assistant message at or after index {min_keep_from} to cut at "
-        f"({len(messages)} messages, {tokens} tokens, limit {limit})",
-        tokens=tokens,
-        limit=limit,
-    )

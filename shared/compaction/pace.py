@@ -6,10 +6,8 @@ verbatim. Three figures decide it, all learned as the session goes:
 
 - **growth per model call**: how many tokens one round (an answer and its tool results)
   adds to the request. Rounds mix small and very large ones (a 20-40 KB tool result is
-  common), so the largest of the recent rounds stands for the next one, not the mean; the
-  largest rounds come seldom, so the memory for rounds is longer than for the others.
-  Over several calls, the largest growth seen over as many consecutive rounds (two of the
-  largest seldom come in a row): the trigger is judged that far away, not nearer.
+  common), so the largest of the recent rounds stands for the next one, not the mean;
+  over several calls, the largest growth seen over as many consecutive rounds.
 - **time between calls**: a low quantile of the recent intervals (the trigger comes
   sooner when the calls are quick; a pause of the user's does not make it later).
 - **the summarizer's latency**: measured per summarizer (a high quantile of its recent
@@ -54,8 +52,7 @@ def quantile(values: Iterable[float], q: float) -> float | None:
     ordered = sorted(values)
     if not ordered:
         return None
-    rank = max(0, math.ceil(q * len(ordered)) - 1)
-    return ordered[rank]
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 @dataclass
@@ -177,8 +174,8 @@ def messages_ahead(pace: SessionPace, tokens: int, trigger: int) -> int:
     """How many messages will surely be appended before the trigger (a lower bound).
 
     A pre-summary may cover what a compaction at the trigger will evict, no more: the
-    trigger keeps a share of the messages it will have then. The fewest calls the high
-    growth quantile allows, less the slack, so the trigger never finds the pre-summary
+    trigger keeps a share of the messages it will have then. The fewest calls the largest
+    recent round allows, less the slack, so the trigger never finds the pre-summary
     covering messages it must keep.
     """
     calls = calls_to_trigger(tokens, trigger, pace.growth_per_call() or 0)

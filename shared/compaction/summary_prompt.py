@@ -161,7 +161,6 @@ def render_transcript(
 ) -> str:
     """The evicted messages as plain text for the summarizer, at most ``max_chars`` long.
 
-    Tool calls and results become text, so the summary request holds no tool blocks.
     When the verbatim text is too long, each tool input, tool result and thinking block
     is cut to its head and tail (16,000 characters, then halved down to 500); if even
     that does not fit, the middle of the whole transcript is dropped (a quarter of the
@@ -246,12 +245,9 @@ def clip(text: str, cap: int | None) -> str:
 
 
 def _drop_middle(pieces: _Pieces, cap: int | None, length: int, max_chars: int) -> str:
-    """The rendering at ``cap`` (``length`` characters) without its middle: a quarter of
-    the room from its start, the rest from its end.
-
-    Only the messages the two ends reach are rendered: a long evicted range (thousands of
-    messages) keeps a few hundred kilobytes of its rendering.
-    """
+    """The rendering at ``cap`` (``length`` characters) without its middle. Only the
+    messages the two ends reach are rendered: a long evicted range (thousands of messages)
+    keeps a few hundred kilobytes of its rendering."""
     note = "\n\n[... {} characters of the transcript omitted here to fit the bound ...]\n\n"
     room = max(0, max_chars - len(note.format(length)))
     head = room // 4
@@ -279,25 +275,10 @@ def _render(
 
 # --- The artifact index --------------------------------------------------------------
 
-_PATH_KEYS = frozenset(
-    [
-        "path",
-        "paths",
-        "file",
-        "files",
-        "file_path",
-        "filepath",
-        "filename",
-        "file_name",
-        "notebook_path",
-        "dir",
-        "directory",
-        "cwd",
-        "url",
-        "urls",
-        "uri",
-    ]
-)
+_PATH_KEYS = frozenset({
+    "path", "paths", "file", "files", "file_path", "filepath", "filename", "file_name",
+    "notebook_path", "dir", "directory", "cwd", "url", "urls", "uri",
+})  # fmt: skip
 _COMMAND_KEYS = frozenset({"command", "cmd", "script"})
 _URL = re.compile(r"https?://[^\s'\"<>`)\]]+")
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.@+%=-]+(?:/[\w.@+%=-]*)*|[\w.@+%=-]+(?:/[\w.@+%=-]+)+")

@@ -38,10 +38,8 @@ TRUNCATION_MARKER = re.compile(r"…\[truncated: \d+ chars, ~\d+ tokens; full co
 
 @dataclass(frozen=True)
 class TruncationResult:
-    """The truncated messages and how many blocks were shortened.
-
-    ``messages`` is the very input sequence when nothing was shortened (``truncated == 0``).
-    """
+    """The truncated messages (the very input sequence when none was shortened) and how
+    many blocks were shortened."""
 
     messages: Sequence[Message]
     truncated: int
@@ -65,9 +63,7 @@ class _Cutter:
 
     def head(self, text: str) -> str:
         """``text`` cut to a head preview plus the note, or unchanged if that is not shorter."""
-        if self._is_cut(text, tail=False):
-            return text
-        return self.force_head(text)
+        return text if self._is_cut(text, tail=False) else self.force_head(text)
 
     def force_head(self, text: str) -> str:
         """Like :meth:`head`, even when ``text`` contains notes of its own (serialized JSON)."""
@@ -121,9 +117,8 @@ def truncate_tool_args(
     A ``tool_use`` whose input (its compact JSON, as the request carries it) is estimated
     over ``max_tokens`` gets each long string value cut to a ``preview_chars`` head plus a
     note; if the input is still over budget, each remaining large top-level value becomes
-    a preview string of its JSON. A
-    ``tool_result`` whose text is estimated over ``max_tokens`` keeps a head and a tail
-    of ``preview_chars`` around the note.
+    a preview string of its JSON. A ``tool_result`` whose text is estimated over
+    ``max_tokens`` keeps a head and a tail of ``preview_chars`` around the note.
 
     ``max_tokens`` decides *which* blocks are shortened; the preview size does not adapt
     to it, so keep ``max_tokens`` well above ``preview_chars`` worth of tokens.
@@ -146,11 +141,9 @@ def truncate_tool_args(
 
 
 class Truncation:
-    """What truncation makes of one message under fixed settings, for the outgoing copy.
-
-    Called once per position the copy truncates (the copy keeps the answer): the form
-    sent, the blocks cut and the estimated tokens that saves.
-    """
+    """What truncation makes of one message under fixed settings, for the outgoing copy
+    (which keeps the answer per position): the form sent, the blocks cut and the estimated
+    tokens that saves."""
 
     def __init__(self, *, max_tokens: int, estimator: Estimator) -> None:
         self.estimator = estimator

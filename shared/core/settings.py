@@ -242,9 +242,10 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as exc:
         raise _config_error(exc) from None
     except SettingsError as exc:
-        field = _field_in(str(exc))
+        found = re.search(r'field "([a-z_]+)"', str(exc))
+        variable = env_name(found.group(1) if found else "model_profiles")
         raise ConfigError(
-            f"{env_name(field)}: not valid JSON ({exc.__cause__ or exc})", variable=env_name(field)
+            f"{variable}: not valid JSON ({exc.__cause__ or exc})", variable=variable
         ) from None
 
 
@@ -285,8 +286,3 @@ def _config_error(exc: ValidationError) -> ConfigError:
 def mask_password(text: str) -> str:
     """``text`` with the password of every URL in it replaced by ``***``."""
     return re.sub(r"(://[^:/@\s]+:)[^@\s]*@", r"\1***@", text)
-
-
-def _field_in(message: str) -> str:
-    found = re.search(r'field "([a-z_]+)"', message)
-    return found.group(1) if found else "model_profiles"

@@ -46,7 +46,6 @@ class Plan:
     """Where a compaction cuts: the keep boundary, after the head message if any."""
 
     boundary: int
-    first_real: int
     # The last index a boundary could fall on in the whole request (the newest group's
     # start), found with the boundary: the summary's room is measured against it.
     newest_start: int
@@ -71,7 +70,7 @@ class Compacting(Truncating):
         fit (see _fits), or its range's offload fails (nothing leaves the request that was
         not offloaded; offloaded only now, so a pre-summary never installed writes nothing).
         """
-        index = self.presummaries.index_to_install(call, ready, plan.first_real, plan.boundary)
+        index = self.presummaries.index_to_install(call, ready, plan.boundary)
         if index is None:
             return None, 0.0
         waiting_since = time.monotonic()

@@ -14,7 +14,7 @@ from hango.compaction.head import head_message
 from hango.compaction.jobs import SummaryResult
 from hango.compaction.record import CompactionReason, CompactionRecord
 from hango.compaction.summary_prompt import artifact_index
-from hango.core.messages import Message, StoredMessage
+from hango.core.messages import StoredMessage
 from hango.core.profiles import ModelProfile
 from hango.middleware.base import ModelCall
 from hango.tokens.measure import RequestEstimate
@@ -46,18 +46,14 @@ def evicted_request(call: ModelCall, kept_from_seq: int) -> str | None:
     stored = call.stored
     first = bisect.bisect_left(stored, call.turn, key=attrgetter("turn"))  # turns grow with the seq
     opening = stored[first] if first < len(stored) and stored[first].turn == call.turn else None
-    if opening is None or not opens_a_turn(opening.message):
+    # What the user said to start the turn: a user message that is not tool results.
+    if opening is None or opening.message.role != "user" or any(opening.message.tool_results()):
         previous = call.run_state.latest
         return previous.user_request if previous and previous.at_turn == call.turn else None
     if opening.seq >= kept_from_seq:
         return None
     text = opening.message.text()
     return text if text.strip() else None
-
-
-def opens_a_turn(message: Message) -> bool:
-    """A user message that is not tool results: what the user said to start a turn."""
-    return message.role == "user" and not any(message.tool_results())
 
 
 def summary_record(
@@ -129,8 +125,7 @@ def _merged(previous: CompactionRecord | None, found: Sequence[list[str]]) -> tu
 
 def apply_record(call: ModelCall, record: CompactionRecord, boundary: int) -> ModelCall:
     """``[head] + kept``: the outgoing copy with the record applied."""
-    head = head_message(record)
-    messages = (head, *call.request.messages[boundary:])
+    messages = (head_message(record), *call.request.messages[boundary:])
     seqs = (None, *call.seqs[boundary:])
     stored = tuple(call.stored[_index_of(call.stored, record.kept_from_seq) :])
     request = call.request.model_copy(update={"messages": messages})

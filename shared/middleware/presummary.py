@@ -1,16 +1,13 @@
 """Pre-summarization: the summary a compaction at the trigger needs, dispatched earlier.
 
-When the pacer says one is due (``pacing.py``), with no compaction due, the range a
-compaction at the trigger is projected to evict is summarized on a small shared thread
-pool, without waiting (at most one per session in flight). A ready one that will not fit
-at the trigger, or (once the trigger may come within an extension's latency) falls a third
-of the target short of what a cut made then would evict, is extended: the next job summarizes only
-the messages past it, on top of its text, and the ready one stays the fallback until the
-extension is ready. Nothing is offloaded here: the range goes to the history file when a
-compaction installs it, so a replaced pre-summary writes nothing and each evicted message
-is written once. Each is routed when it is dispatched (``summary_route.py``); whether a
-ready one still holds is checked in O(1) on every call in the band
-(:meth:`Presummaries.still_valid`).
+When the pacer says one is due (``pacing.py``), the range a compaction at the trigger is
+projected to evict is summarized on a small shared thread pool, without waiting (at most
+one per session in flight). A ready one that will not fit at the trigger, or falls a third
+of the target short of what a cut made then would evict, is extended: the next job
+summarizes only the messages past it, on top of its text, and the ready one stays the
+fallback until the extension is ready. Nothing is offloaded here: the range goes to the
+history file when a compaction installs it, so a replaced pre-summary writes nothing and
+each evicted message is written once.
 """
 
 from __future__ import annotations
@@ -49,11 +46,10 @@ _PLACEHOLDER = SummaryResult(text=".", summarizer="none")
 # Pre-summaries of all sessions share these threads; each session has at most one in flight.
 PRESUMMARY_THREADS = 4
 
-# A ready pre-summary that leaves verbatim a third of the target or more of what a cut made
-# now would evict is extended for coverage (see ``Presummaries._short_of``). A
-# measured point on the corpus (docs/benchmarks.md, 2026-12-03 "coverage"): at a quarter
-# more were extended, the summaries cost more and one transcript's cache-read share fell;
-# at the trigger's slack (trigger - target) none was.
+# A ready pre-summary leaving a third of the target or more verbatim is extended for coverage
+# (``Presummaries._short_of``). Measured on the corpus (docs/benchmarks.md, 2026-12-03
+# "coverage"): at a quarter more were extended, the summaries cost more and one
+# transcript's cache-read share fell; at the trigger's slack (trigger - target) none was.
 COVERAGE_SHARE = 3
 
 
@@ -125,9 +121,8 @@ class Presummaries:
         # cut lies at or before where the raw keep window starts (it moves back to a group
         # start), so one not short of that start is not short of the cut.
         fits = extended if extended and not self._outgrown(call, extended, tokens) else None
-        if fits is not None and not self._short_of(
-            call, fits, tokens, self._kept_from(call, ahead)
-        ):
+        kept_from = self.profile.kept_from(len(call.request.messages), call.first_real, ahead)
+        if fits is not None and not self._short_of(call, fits, tokens, kept_from):
             return
         at = boundary(ahead)
         evicted = () if at is None else stored_before(call, seq_at(call, at))
@@ -228,9 +223,6 @@ class Presummaries:
         summarizer = self.profile.summarizer_model or call.request.model
         return self.pacer.growth_within_horizon(call.session_id, summarizer)
 
-    def _kept_from(self, call: ModelCall, ahead: int) -> int:
-        return self.profile.kept_from(len(call.request.messages), call.first_real, ahead)
-
     def _short_of(self, call: ModelCall, ready: Presummary, tokens: int, at: int) -> bool:
         """Whether ``ready`` leaves a third of the target or more before ``at`` verbatim
         (``COVERAGE_SHARE``): then it is extended up to ``at`` although it fits.
@@ -249,13 +241,8 @@ class Presummaries:
 
     def _outgrown(self, call: ModelCall, current: Presummary, tokens: int) -> bool:
         """Whether a ready pre-summary could no longer bring the request under the target
-        at a trigger that comes before an extension started at the next call is ready.
-
-        Then it is extended over the longer prefix: installing it at the trigger would
-        fail its fit check and the turn would wait for a summary after all. A trigger
-        further ahead is left to a later call, whose extension covers more for the same
-        one summarizer call. One in flight is never replaced (see :meth:`dispatch`).
-        """
+        at a trigger that comes before an extension started at the next call is ready:
+        installed then, it would fail its fit check and the turn would wait after all."""
         if not self.pacer.is_ready(current.started, current.work):
             return False
         _, _, summary = current.work.result()
@@ -322,12 +309,10 @@ class Presummaries:
             return (newest,)
         return (newest.fallback, newest)
 
-    def index_to_install(
-        self, call: ModelCall, ready: Presummary, first_real: int, boundary: int
-    ) -> int | None:
+    def index_to_install(self, call: ModelCall, ready: Presummary, boundary: int) -> int | None:
         """The index ``ready`` keeps from, if it can be installed at a compaction that
-        keeps from ``boundary`` (a cut after ``first_real``)."""
-        pending = ready.pending
+        keeps from ``boundary`` (a cut after the call's head message, if any)."""
+        pending, first_real = ready.pending, call.first_real
         index = call.index_of(pending.to_seq + 1)
         if index is not None and first_real < index <= boundary and self.still_valid(call, ready):
             return index

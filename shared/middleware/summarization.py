@@ -1,23 +1,18 @@
 """The summarization middleware: keeps the outgoing request under the trigger.
 
-It counts the whole outgoing request (the provider's counter under a deadline, else the
-estimate). Over the trigger, or when forced (overflow, the ``compact_conversation`` tool),
-it evicts the oldest atomic tool groups: first offloads them to the history file
-(nothing leaves the request that was not offloaded), then obtains the summary, builds
-``[summary message] + kept``, validates it and records the compaction in the run's
-private state. A request that fails validation is never sent: the compaction is abandoned
-and mechanical truncation is used instead.
+It measures the whole outgoing request (``token_figure.py``). Over the trigger, or when
+forced (overflow, the ``compact_conversation`` tool), it evicts the oldest atomic tool
+groups: first offloads them to the history file (nothing leaves the request that was not
+offloaded), then obtains the summary, builds ``[summary message] + kept``, validates it
+and records the compaction in the run's private state. A request that fails validation
+is never sent: mechanical truncation is used instead. The stored messages are never
+touched; only the copy on its way to the provider changes.
 
-Ahead of the trigger, from ``presummarize_frac`` of the window on and when the pace says
-so (``pacing.py``), the summary a compaction at the trigger will need is dispatched
-without waiting (``presummary.py``); at the trigger, one that still matches and fits is
-installed at once, the messages appended since kept verbatim; otherwise the normal path runs.
-
-The stored messages are never touched; only the copy on its way to the provider changes.
-
-Split by job: the token figure (``token_figure.py``), the pre-summaries
-(``presummary.py``), the rungs that change the copy (``compacting.py``) and what they
-evict (``evicted.py``); this module decides when each runs.
+Ahead of the trigger, when the pace says so (``pacing.py``), the summary a compaction at
+the trigger will need is dispatched without waiting (``presummary.py``); at the trigger,
+one that still matches and fits is installed at once. The rungs that change the copy are
+in ``compacting.py`` and ``truncating.py``, what they evict in ``evicted.py``; this module
+decides when each runs.
 """
 
 from __future__ import annotations
@@ -25,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from functools import partial
 
 from hango.compaction.boundary import keep_boundary
 from hango.compaction.groups import group_starts
@@ -67,9 +63,8 @@ class SummarizationMiddleware(Compacting, PassThrough):
         self.profile = profile
         self.router = router
         self.estimator = estimator
-        self.watermark = _watermark(profile, presummarize_frac)
         self.pacer = Pacer(
-            watermark=self.watermark,
+            watermark=_watermark(profile, presummarize_frac),
             adaptive=presummarize_pace,
             clock=clock,
             summary_seconds=summary_seconds,
@@ -102,7 +97,8 @@ class SummarizationMiddleware(Compacting, PassThrough):
         reason = self._reason(call, tokens)
         self.pacer.observe(call.session_id, tokens)
         if reason is None and self._presummary_due(call, tokens):
-            self.presummaries.dispatch(call, tokens, lambda ahead: self._boundary_of(call, ahead))
+            boundary = partial(self._boundary, call.request.messages, call.first_real)
+            self.presummaries.dispatch(call, tokens, boundary)
         outgoing = call if reason is None else self._compacted(call, reason, tokens)
         self.pacer.sent(call.session_id, outgoing.state.input_tokens)
         response = call_next(outgoing)
@@ -155,7 +151,7 @@ class SummarizationMiddleware(Compacting, PassThrough):
             return self._truncate(call, tokens) if reason == "overflow" else call
         return self._summarize(call, reason, tokens, plan)
 
-    def _plan(self, call: ModelCall, ahead: int = 0) -> Plan | None:
+    def _plan(self, call: ModelCall) -> Plan | None:
         """The keep boundary: the raw keep window moved back to a group start.
 
         The summary keeps at least ``keep_frac`` of the messages, as documented; it never
@@ -165,11 +161,11 @@ class SummarizationMiddleware(Compacting, PassThrough):
         """
         first_real = call.first_real
         starts = group_starts(call.request.messages)
-        boundary = self._boundary(call.request.messages, first_real, ahead, starts)
+        boundary = self._boundary(call.request.messages, first_real, starts=starts)
         if boundary is None:
             return None
-        newest = starts[-1] if starts else boundary
-        return Plan(boundary=boundary, first_real=first_real, newest_start=newest)
+        # The boundary is one of the group starts, so there is a newest one.
+        return Plan(boundary=boundary, newest_start=starts[-1])
 
     def _boundary(
         self,
@@ -190,10 +186,6 @@ class SummarizationMiddleware(Compacting, PassThrough):
         request that cannot be honoured is answered in its result, not left pending.
         """
         return self._boundary(messages, 1 if head_present else 0) is not None
-
-    def _boundary_of(self, call: ModelCall, ahead: int) -> int | None:
-        plan = self._plan(call, ahead)
-        return None if plan is None else plan.boundary
 
     def _presummary_due(self, call: ModelCall, tokens: int) -> bool:
         summarizer = self.profile.summarizer_model or call.request.model

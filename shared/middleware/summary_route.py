@@ -2,8 +2,7 @@
 
 For each compaction the router prices both routes (:mod:`hango.compaction.route`), the
 prefix at the agent model's prices and the range at the summarizer's, and takes the
-cheaper unless ``HANGO_SUMMARY_ROUTE`` forces one; ``SummaryRouter._open`` says when the
-prefix route is closed (the range route is taken, the reason recorded).
+cheaper unless ``HANGO_SUMMARY_ROUTE`` forces one or the prefix route is closed.
 
 A pre-summary (made ahead of the trigger on a pool thread) is routed by the same rule
 when it is dispatched: the prefix is the request the session sent last (answered, so

@@ -1,9 +1,8 @@
 """The tool-argument truncation middleware: the cheapest of the three mechanisms.
 
 Large tool inputs and tool results in old messages are cut to a preview plus a size note
-on the outgoing copy (the pure work is :func:`hango.compaction.tool_args.truncate_tool_args`).
-Often this alone keeps a session under the trigger, and it never touches the stored
-messages.
+on the outgoing copy (:func:`hango.compaction.tool_args.truncate_tool_args`); often this
+alone keeps a session under the trigger, and it never touches the stored messages.
 
 Every change to an early message of the sent copy invalidates the provider's prompt
 cache from that message on, so truncation moves in steps, never call by call:
@@ -100,14 +99,12 @@ class ToolArgTruncationMiddleware(PassThrough):
     def _step(self, call: ModelCall) -> int:
         """The sequence number truncation covers up to, moved forward if this call earns it."""
         current = call.run_state.truncated_before_seq
-        messages = call.request.messages
-        first_real = call.first_real
-        protect_from = len(messages) - self.profile.keep_count(len(messages) - first_real)
-        target = _seq_from(call, max(first_real, protect_from))
+        count, first_real = len(call.request.messages), call.first_real
+        protect_from = max(first_real, self.profile.kept_from(count, first_real))
+        target = _seq_from(call, protect_from)
         if target is None or target <= current:
             return current
-        start = call.index_of_seq(current)
-        if not self._worth_it(call, start, max(first_real, protect_from)):
+        if not self._worth_it(call, call.index_of_seq(current), protect_from):
             return current
         call.state.truncate_before(target)
         return target

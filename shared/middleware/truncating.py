@@ -142,27 +142,25 @@ class Truncating:
         """The error naming what does not fit, with the request's true size."""
         window = window_of(call, self.profile)
         tokens = int(self.estimator.estimate_request(call.request) * scale)
-        fixed = call.request.model_copy(update={"messages": ()})
-        fixed_tokens = int(self.estimator.estimate_request(fixed) * scale)
         if tokens <= window:
-            return CannotFitError(
-                f"session {call.session_id} turn {call.turn}: the provider refused the "
-                f"request as too long, but it measures about {tokens} tokens here, under the "
-                f"profile's window of {window}, and nothing more can be evicted; the model's "
-                "window is probably smaller than its profile says (HANGO_MODEL_PROFILES)",
-                tokens=tokens,
-                limit=window,
+            why = (
+                f"the provider refused the request as too long, but it measures about {tokens} "
+                f"tokens here, under the profile's window of {window}, and nothing more can be "
+                "evicted; the model's window is probably smaller than its profile says "
+                "(HANGO_MODEL_PROFILES)"
             )
-        count = f"{len(body)} message" + ("" if len(body) == 1 else "s")
-        return CannotFitError(
-            f"session {call.session_id} turn {call.turn}: the request needs about {tokens:,} "
-            f"tokens ({count}, and {fixed_tokens:,} for the system prompt and tool "
-            f"definitions) and nothing more can be evicted or shortened to fit the "
-            f"model's window of {window:,}; give the model a larger window "
-            "(HANGO_MODEL_PROFILES) or a shorter system prompt",
-            tokens=tokens,
-            limit=window,
-        )
+        else:
+            fixed = call.request.model_copy(update={"messages": ()})
+            fixed_tokens = int(self.estimator.estimate_request(fixed) * scale)
+            count = f"{len(body)} message" + ("" if len(body) == 1 else "s")
+            why = (
+                f"the request needs about {tokens:,} tokens ({count}, and {fixed_tokens:,} for "
+                "the system prompt and tool definitions) and nothing more can be evicted or "
+                f"shortened to fit the model's window of {window:,}; give the model a larger "
+                "window (HANGO_MODEL_PROFILES) or a shorter system prompt"
+            )
+        where = f"session {call.session_id} turn {call.turn}"
+        return CannotFitError(f"{where}: {why}", tokens=tokens, limit=window)
 
     def _truncation_scale(self, call: ModelCall, tokens: int) -> float:
         """Estimates times this scale are in the units of the window.

@@ -3,12 +3,9 @@
 An estimator here is a *text counter* (tokens of a piece of text, as a float) plus the
 framing of the Messages API: a fixed cost per request, per message and per block, ~90
 tokens per tool call, the serialized tool definitions with the tool-use preamble, images
-at a flat rate. The two estimators differ only in their text counter.
-
-The framing constants come from real Claude sessions (docs/benchmarks.md has the method):
-a request costs about 1.11 x cl100k of its content plus about 90 tokens per tool call
-(ids, name, block framing). Text counters are calibrated to the content part; the
-constants below carry the rest.
+at a flat rate. The constants come from real Claude sessions (docs/benchmarks.md has the
+method): text counters are calibrated to the content (about 1.11 x cl100k of it), the
+constants carry the rest. The two estimators differ only in their text counter.
 
 Estimates are cached per object (message, system block, tool definition) while the
 object is alive, so estimating a request that grew by k messages costs O(k) when the

@@ -248,7 +248,7 @@ def test_the_watermark_is_off_at_or_above_the_trigger(tmp_path: Path) -> None:
         tmp_path, context_presummarize_frac=0.85, context_trigger_frac=0.85
     )
     found = next(m for m in agent.loop.chain if isinstance(m, SummarizationMiddleware))
-    assert found.watermark is None
+    assert found.pacer.watermark is None
 
     result = until_compacted(agent, provider)
 

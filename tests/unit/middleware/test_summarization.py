@@ -274,7 +274,7 @@ def test_keep_frac_is_honoured_by_a_summary(tmp_path: Path) -> None:
     original = middleware(agent)._summarize
 
     def spy(call: Any, reason: Any, tokens: int, plan: Any) -> Any:
-        total = len(call.request.messages) - plan.first_real
+        total = len(call.request.messages) - call.first_real
         sizes.append((total, len(call.request.messages) - plan.boundary))
         return original(call, reason, tokens, plan)
 
