@@ -275,10 +275,25 @@ def _render(
 
 # --- The artifact index --------------------------------------------------------------
 
-_PATH_KEYS = frozenset({
-    "path", "paths", "file", "files", "file_path", "filepath", "filename", "file_name",
-    "notebook_path", "dir", "directory", "cwd", "url", "urls", "uri",
-})  # fmt: skip
+_PATH_KEYS = frozenset(
+    [
+        "path",
+        "paths",
+        "file",
+        "files",
+        "file_path",
+        "filepath",
+        "filename",
+        "file_name",
+        "notebook_path",
+        "dir",
+        "directory",
+        "cwd",
+        "url",
+        "urls",
+        "uri",
+    ]
+)
 _COMMAND_KEYS = frozenset({"command", "cmd", "script"})
 _URL = re.compile(r"https?://[^\s'\"<>`)\]]+")
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w.@+%=-]+(?:/[\w.@+%=-]*)*|[\w.@+%=-]+(?:/[\w.@+%=-]+)+")
