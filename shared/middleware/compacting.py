@@ -22,6 +22,7 @@ from hango.core.messages import Message
 from hango.history.paths import conversation_history_path
 from hango.middleware.base import ModelCall
 from hango.middleware.evicted import (
+    MEASURED_SUMMARY,
     apply_record,
     seq_at,
     stored_before,
@@ -35,7 +36,6 @@ from hango.middleware.summary_route import SummaryRouter
 from hango.middleware.truncating import Truncating
 
 # Stands in for the summary while the room left for it is measured.
-_NO_SUMMARY = SummaryResult(text="", summarizer="none")
 
 # The middleware's own logger: one name for everything it logs.
 log = logging.getLogger("hango.middleware.summarization")
@@ -142,10 +142,10 @@ class Compacting(Truncating):
         offload_path = self._offload(call, evicted)
         if offload_path is None:
             return self._truncate(call, tokens) if reason == "overflow" else call
-        empty = summary_record(
-            call, reason, tokens, kept_from_seq, evicted, offload_path, _NO_SUMMARY
+        measured = summary_record(
+            call, reason, tokens, kept_from_seq, evicted, offload_path, MEASURED_SUMMARY
         )
-        room, hard_room = self._summary_rooms(call, empty, plan, tokens)
+        room, hard_room = self._summary_rooms(call, measured, plan, tokens)
         replaced = self.figure.estimate.split(call.request, plan.boundary)[1]
         budget = briefing_budget(replaced, room)
         job = summary_job(call, evicted, self.profile, budget)
@@ -164,7 +164,7 @@ class Compacting(Truncating):
             waited = self.pacer.waited(time.monotonic() - waiting_since, before=already_waited)
             self.observer.summary_waited(call.session_id, call.turn, waited)
         record = summary_record(
-            call, reason, tokens, kept_from_seq, evicted, offload_path, result, empty.artifacts
+            call, reason, tokens, kept_from_seq, evicted, offload_path, result, measured.artifacts
         )
         compacted = apply_record(call, record, plan.boundary)
         violations = self.validator(compacted.request.messages)
@@ -182,7 +182,7 @@ class Compacting(Truncating):
         return self._commit(compacted, record)
 
     def _summary_rooms(
-        self, call: ModelCall, empty: CompactionRecord, plan: Plan, tokens: int
+        self, call: ModelCall, measured: CompactionRecord, plan: Plan, tokens: int
     ) -> tuple[int, int]:
         """The summary's room under the target and under the window, in estimator tokens:
         measured against what no truncation can remove (the fixed part, the head's frame,
@@ -190,7 +190,8 @@ class Compacting(Truncating):
         estimate = self.figure.estimate(call.request)
         scale = tokens / estimate if tokens > 0 and estimate > 0 else 1.0
         newest = max(plan.boundary, plan.newest_start)
-        fixed = self.estimator.estimate_request(apply_record(call, empty, newest).request) * scale
+        head_and_newest = apply_record(call, measured, newest).request
+        fixed = self.estimator.estimate_request(head_and_newest) * scale
         target = self.profile.target_tokens
         hard = (window_of(call, self.profile) - fixed) / scale
         room = max((target - fixed) / 2, target / 4) / scale

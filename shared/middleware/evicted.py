@@ -56,6 +56,11 @@ def evicted_request(call: ModelCall, kept_from_seq: int) -> str | None:
     return text if text.strip() else None
 
 
+# Stands in for the summary while the head around it is measured. Not empty: a head with an
+# empty summary is the short notice, without the summary's frame and artifact index.
+MEASURED_SUMMARY = SummaryResult(text=".", summarizer="none")
+
+
 def summary_record(
     call: ModelCall,
     reason: CompactionReason,

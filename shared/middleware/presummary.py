@@ -31,7 +31,13 @@ from hango.core.messages import StoredMessage, summed_usage
 from hango.core.profiles import ModelProfile
 from hango.history.paths import conversation_history_path
 from hango.middleware.base import ModelCall
-from hango.middleware.evicted import seq_at, stored_before, summary_record, tokens_between
+from hango.middleware.evicted import (
+    MEASURED_SUMMARY,
+    seq_at,
+    stored_before,
+    summary_record,
+    tokens_between,
+)
 from hango.middleware.pacing import Pacer
 from hango.middleware.summary_route import PRESUMMARY_OPENING, RoutedSummary, SummaryRouter
 from hango.tokens.base import Estimator
@@ -39,9 +45,6 @@ from hango.tokens.measure import RequestEstimate
 
 # The middleware's own logger: one name for everything it logs.
 log = logging.getLogger("hango.middleware.summarization")
-
-# Stands in for a summary while the head around it is measured.
-_PLACEHOLDER = SummaryResult(text=".", summarizer="none")
 
 # Pre-summaries of all sessions share these threads; each session has at most one in flight.
 PRESUMMARY_THREADS = 4
@@ -182,7 +185,8 @@ class Presummaries:
         """Tokens of the head that installs this pre-summary, all but the summary's own (its
         frame, the artifact index, a quoted user request): what it keeps is judged with it."""
         path = conversation_history_path(call.session_id)
-        record = summary_record(call, "threshold", 0, kept_from_seq, evicted, path, _PLACEHOLDER)
+        measured = MEASURED_SUMMARY
+        record = summary_record(call, "threshold", 0, kept_from_seq, evicted, path, measured)
         return self.estimator.estimate(head_message(record).text())
 
     def _summary(

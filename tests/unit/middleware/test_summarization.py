@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from hango.compaction.extractive import ExtractiveSummarizer
+from hango.compaction.head import head_message
 from hango.compaction.jobs import OffloadJob, SummaryJob, SummaryResult
 from hango.compaction.validate import Violation
 from hango.core.errors import ConfigError, ProviderError
@@ -351,3 +352,26 @@ def test_a_late_memory_block_is_sent_and_counted_by_summarization(tmp_path: Path
     # The memory block costs ~1,300 tokens of a 6,000-token window: counted, it brings the
     # first compaction forward.
     assert first_compaction["with"] < first_compaction["without"]
+
+
+def test_the_summarys_room_is_measured_beside_the_head_it_will_have(tmp_path: Path) -> None:
+    """The head a compaction installs carries the summary's frame and the artifact index;
+    the room left for the summary is measured with that head, not the short notice a head
+    without a summary becomes (which would leave the index out and the room too large)."""
+    # Pre-summaries only at the trigger itself: the summary is made by the call that compacts.
+    agent, provider = build(tmp_path, tool_arg_max_tokens=100_000, context_presummarize_frac=1.0)
+    compacting = middleware(agent)
+    rooms = compacting._summary_rooms
+    heads: list[str] = []
+
+    def noted(call: Any, measured: Any, plan: Any, tokens: int) -> tuple[int, int]:
+        heads.append(head_message(measured).text())
+        return rooms(call, measured, plan, tokens)
+
+    compacting._summary_rooms = noted  # type: ignore[method-assign]
+    working_turn(agent, provider, "s", 40)
+    records = [r for r in agent.loop.store.latest_state("s").compactions if r.artifacts]
+    assert heads and records, "no summary with an artifact index was made"
+    index = "Files and artifacts the earlier messages referred to"
+    assert all(index in head for head in heads)
+    assert records[0].artifacts[0] in heads[0]
