@@ -311,18 +311,12 @@ def cold(hango: Hango) -> Step:
     """A fresh agent over the stored session: load it and make the first call."""
     store = Store.from_url(f"sqlite:///{hango.root / 'hango.db'}")
 
-    def prepare() -> None:
-        # The agent the previous round built, and its provider's requests, are let go here,
-        # before the collection that precedes the timed call: a restarted process has no
-        # earlier agent to tear down (10,000 messages' worth, in cycles).
-        hango.agent, hango.provider = None, ScriptedProvider()
-
     def call() -> object:
         agent = hango.build(store)
         ctx = agent.loop.begin_turn(SESSION)
         return agent.loop.call_model(ctx)
 
-    return prepare, call
+    return (lambda: None), call
 
 
 def compacting(hango: Hango) -> Step:
