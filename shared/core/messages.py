@@ -330,8 +330,7 @@ class Request(WireModel):
             fixed = self.model_dump(
                 mode="json", by_alias=True, exclude_unset=True, exclude={"messages", *drop}
             )
-            rest = json.dumps(fixed, separators=(",", ":")).encode()
-            return b"]," + rest[1:] if len(rest) > 2 else b"]}"
+            return b"]," + json.dumps(fixed, separators=(",", ":")).encode()[1:] if fixed else b"]}"
 
         if memo is None or self.model_extra:
             return dump()
