@@ -21,6 +21,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from operator import attrgetter
 
 from hango.compaction.head import head_message
 from hango.compaction.outgoing import OutgoingCopy
@@ -625,7 +626,7 @@ class AgentLoop:
             memory.reread_from(from_seq)
             ctx.in_step = False
         transcript = self._transcript(ctx)
-        first = bisect.bisect_left(transcript, from_seq, key=lambda m: m.seq)
+        first = bisect.bisect_left(transcript, from_seq, key=attrgetter("seq"))
         return transcript, first - memory.drop(first)
 
     def _transcript(self, ctx: TurnContext) -> list[StoredMessage]:

@@ -249,8 +249,8 @@ class Request(WireModel):
     @property
     def marks(self) -> Mapping[int, Message]:
         """The positions of ``messages`` sent in another form, and those forms."""
-        # Read where pydantic keeps it: ``self._marks`` passes through BaseModel.__getattr__
-        # (two Python frames and a caught AttributeError), and a call reads it ten times.
+        # Read (and set, in with_marks) where pydantic keeps it: ``self._marks`` passes through
+        # BaseModel.__getattr__ (two Python frames and a caught AttributeError), ten per call.
         return self.__pydantic_private__["_marks"]  # type: ignore[index,no-any-return]
 
     def with_marks(
@@ -259,7 +259,7 @@ class Request(WireModel):
         """This request with the messages at ``marked``'s positions sent as given (and the
         fields in ``update`` changed, as :meth:`model_copy` does; not the messages)."""
         made = self.model_copy(update=update)
-        made._marks = {**self.marks, **marked}
+        made.__pydantic_private__["_marks"] = {**self.marks, **marked}  # type: ignore[index]
         return made
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
@@ -301,13 +301,12 @@ class Request(WireModel):
         """:meth:`api_bytes` in parts, a fresh list: one per message, then the fixed part.
 
         The session's outgoing copy (:mod:`hango.core.sent`) keeps each message's JSON, so
-        a call serializes only the messages that changed. The fixed part is serialized once
-        per system and tool objects in the caller's ``fixed`` memo, else on every call.
+        a call serializes only the messages that changed. The last part, ``],`` and the fixed
+        part, is made once per system and tools in the caller's ``fixed`` memo (else per call).
         """
         parts = self.messages_parts()
-        rest = self._fixed_json(drop, fixed)
         parts[0] = b'{"messages":' + parts[0]
-        parts[-1] = b"]," + rest[1:] if len(rest) > 2 else b"]}"
+        parts[-1] = self._closing(drop, fixed)
         return parts
 
     def messages_parts(self) -> list[bytes]:
@@ -326,12 +325,12 @@ class Request(WireModel):
         parts.append(b"]")
         return parts
 
-    def _fixed_json(self, drop: frozenset[str], memo: HeldMemo[bytes] | None) -> bytes:
+    def _closing(self, drop: frozenset[str], memo: HeldMemo[bytes] | None) -> bytes:
         def dump() -> bytes:
             fixed = self.model_dump(
                 mode="json", by_alias=True, exclude_unset=True, exclude={"messages", *drop}
             )
-            return json.dumps(fixed, separators=(",", ":")).encode()
+            return b"]," + json.dumps(fixed, separators=(",", ":")).encode()[1:] if fixed else b"]}"
 
         if memo is None or self.model_extra:
             return dump()
