@@ -11,7 +11,12 @@ CPU time (``time.process_time``) medians, for each size:
   joins and sends through the SDK); the provider caches prompts like the Anthropic one, so
   the breakpoints are placed too;
 - ``hango cold``: a fresh agent (new loop, estimator and caches) over the stored session,
-  loading it and making the first call;
+  loading it and making the first call, in this process (whose other agents and peers
+  hold far more objects than the session: the collector's full passes are rarer here);
+- ``hango cold, restarted process``: the same in a process of its own, started for it
+  (spawned; imports not timed), as a deployment restarts, its collector included: the
+  agent built (once per process: mostly the tokenizer's tables loaded) and its first call
+  (the session loaded and sent), timed apart;
 - ``hango in-band``: regime (b), the steady call with the window sized so the request
   sits between the pre-summary watermark and the trigger, a ready pre-summary held;
 - ``hango truncation-step``: regime (c), the call that moves the truncation cut;
@@ -36,6 +41,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import multiprocessing
 import shutil
 import statistics
 import tempfile
@@ -77,6 +83,8 @@ COMPACTING = "hango compacting call + body"
 REAL_COMPACTING = "hango compacting call, real offload + prompt"
 WHOLE = "hango whole call via SDK, loopback"
 POST = "pre-serialized POST, same client"
+RESTARTED = "hango cold, restarted process: first call"
+RESTARTED_BUILD = "hango cold, restarted process: agent built"
 
 
 class InstantSummarizer:
@@ -319,6 +327,35 @@ def cold(hango: Hango) -> Step:
     return (lambda: None), call
 
 
+def _first_call_here(root: str, sink: Any) -> None:
+    """In a new process: an agent over the session stored under ``root``, then its first
+    call; the CPU ms of each go to ``sink``."""
+    hango = Hango(Path(root), STEADY_WINDOW, [])
+    store = Store.from_url(f"sqlite:///{Path(root) / 'hango.db'}")
+    started = time.process_time()
+    agent = hango.build(store)
+    built = time.process_time()
+    agent.loop.call_model(agent.loop.begin_turn(SESSION))
+    sink.send(((built - started) * 1000, (time.process_time() - built) * 1000))
+
+
+def restarted(hango: Hango, repeats: int) -> dict[str, float]:
+    """Median CPU ms of the cold start in ``repeats`` processes of its own, one at a time."""
+    context = multiprocessing.get_context("spawn")
+    taken = []
+    for _ in range(repeats):
+        receiving, sending = context.Pipe(duplex=False)
+        child = context.Process(target=_first_call_here, args=(str(hango.root), sending))
+        child.start()
+        sending.close()  # a child that dies ends recv() with EOFError, not a hang
+        taken.append(receiving.recv())
+        child.join()
+    return {
+        RESTARTED_BUILD: statistics.median(build for build, _ in taken),
+        RESTARTED: statistics.median(call for _, call in taken),
+    }
+
+
 def compacting(hango: Hango) -> Step:
     """The call that crosses the trigger and compacts, from the uncompacted state each time.
 
@@ -378,6 +415,7 @@ def measure(size: int, repeats: int, root: Path, caching: bool = True) -> dict[s
         steps[STEP] = truncation_step(made(root / f"step-{size}", history, caching))
         steps.update(peer_steps(peers.peer_steady_calls(history)))
         medians.update(_medians(interleave(steps, repeats)))
+        medians.update(restarted(steady_hango, repeats))
         window = peers.COMPACT_WINDOW
         steps = {
             COMPACTING: compacting(made(root / f"compact-{size}", history, caching, window)),
