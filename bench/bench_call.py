@@ -327,10 +327,10 @@ def cold(hango: Hango) -> Step:
     return (lambda: None), call
 
 
-def _first_call_here(root: str, sink: Any) -> None:
-    """In a new process: an agent over the session stored under ``root``, then its first
-    call; the CPU ms of each go to ``sink``."""
-    hango = Hango(Path(root), STEADY_WINDOW, [])
+def _first_call_here(root: str, window: int, caching: bool, sink: Any) -> None:
+    """In a new process: an agent over the session stored under ``root`` (its window and
+    prompt caching as given), then its first call; the CPU ms of each go to ``sink``."""
+    hango = Hango(Path(root), window, [], prompt_caching=caching)
     store = Store.from_url(f"sqlite:///{Path(root) / 'hango.db'}")
     started = time.process_time()
     agent = hango.build(store)
@@ -345,7 +345,8 @@ def restarted(hango: Hango, repeats: int) -> dict[str, float]:
     taken = []
     for _ in range(repeats):
         receiving, sending = context.Pipe(duplex=False)
-        child = context.Process(target=_first_call_here, args=(str(hango.root), sending))
+        shape = (str(hango.root), hango.window, hango.prompt_caching)
+        child = context.Process(target=_first_call_here, args=(*shape, sending))
         child.start()
         sending.close()  # a child that dies ends recv() with EOFError, not a hang
         taken.append(receiving.recv())

@@ -185,8 +185,9 @@ class Presummaries:
         """Tokens of the head that installs this pre-summary, all but the summary's own (its
         frame, the artifact index, a quoted user request): what it keeps is judged with it."""
         path = conversation_history_path(call.session_id)
-        measured = MEASURED_SUMMARY
-        record = summary_record(call, "threshold", 0, kept_from_seq, evicted, path, measured)
+        record = summary_record(
+            call, "threshold", 0, kept_from_seq, evicted, path, MEASURED_SUMMARY
+        )
         return self.estimator.estimate(head_message(record).text())
 
     def _summary(
