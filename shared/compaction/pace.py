@@ -20,7 +20,9 @@ ready one is extended. Pure: the caller supplies the clock's readings and keeps 
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable
@@ -86,16 +88,12 @@ class SessionPace:
         """The largest growth seen over ``calls`` consecutive rounds: two of the largest
         rounds seldom come in a row, so ``calls`` times the largest overstates it. Past
         the rounds remembered, that product is all there is to go by."""
-        rounds = list(self.growth)
+        rounds = self.growth
         if not rounds:
             return None
         if calls > len(rounds):
             return calls * max(rounds)
-        window = best = sum(rounds[:calls])
-        for i in range(calls, len(rounds)):
-            window += rounds[i] - rounds[i - calls]
-            best = max(best, window)
-        return best
+        return _most_over(list(itertools.accumulate(rounds, initial=0)), calls)
 
     def calls_until(self, tokens: int, trigger: int) -> int | None:
         """The fewest calls after this one in which the request could be over ``trigger``,
@@ -108,8 +106,10 @@ class SessionPace:
         # No round is negative, so the largest growth over k rounds grows with k: the
         # fewest calls that could cross is found by halving, not by trying every k (each
         # a pass over the rounds), on every call of a session far from its trigger.
+        totals = list(itertools.accumulate(self.growth, initial=0))
+
         def crosses(calls: int) -> bool:
-            return tokens + (self.growth_over(calls) or 0) > trigger
+            return tokens + _most_over(totals, calls) > trigger
 
         remembered = range(1, len(self.growth) + 1)
         if not crosses(remembered[-1]):
@@ -118,6 +118,13 @@ class SessionPace:
 
     def seconds_per_call(self) -> float | None:
         return quantile(self.intervals, INTERVAL_QUANTILE)
+
+
+def _most_over(totals: list[int], calls: int) -> int:
+    """The largest sum of ``calls`` consecutive rounds (at most as many as there are), from
+    the rounds' running totals: each window's sum is a difference of two of them."""
+    most: int = max(map(operator.sub, totals[calls:], totals))
+    return most
 
 
 @dataclass

@@ -11,6 +11,7 @@ mid-conversation system messages) is opaque content to the pipeline.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -41,36 +42,43 @@ class WireModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
 
-    # Keys that are always emitted even when left at their default: a block's "type" (a
-    # model without that field emits nothing for the name).
-    _always_dumped: ClassVar[tuple[str, ...]] = ("type",)
-
-    def model_post_init(self, context: Any, /) -> None:
-        self.__pydantic_fields_set__.update(self._always_dumped)
-
     def to_api(self) -> JsonObject:
         """The JSON object the API expects, with the keys this object was built with."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
-class CacheControl(WireModel):
+class TypedModel(WireModel):
+    """A wire type whose ``_always_dumped`` keys are emitted even when left at their default:
+    ``TextBlock(text=...)`` dumps its ``"type"``.
+
+    Not the base of :class:`Message`, which has no such key: pydantic calls the hook for
+    every object it parses, and a restarted session parses every message it holds.
+    """
+
+    _always_dumped: ClassVar[tuple[str, ...]] = ("type",)
+
+    def model_post_init(self, context: Any, /) -> None:
+        self.__pydantic_fields_set__.update(self._always_dumped)
+
+
+class CacheControl(TypedModel):
     type: Literal["ephemeral"] = "ephemeral"
     ttl: Literal["5m", "1h"] | None = None
 
 
-class TextBlock(WireModel):
+class TextBlock(TypedModel):
     type: Literal["text"] = "text"
     text: str
     cache_control: CacheControl | None = None
 
 
-class ImageBlock(WireModel):
+class ImageBlock(TypedModel):
     type: Literal["image"] = "image"
     source: JsonObject
     cache_control: CacheControl | None = None
 
 
-class ToolUseBlock(WireModel):
+class ToolUseBlock(TypedModel):
     type: Literal["tool_use"] = "tool_use"
     id: str
     name: str
@@ -96,7 +104,7 @@ ResultContentBlock = Annotated[
 ]
 
 
-class ToolResultBlock(WireModel):
+class ToolResultBlock(TypedModel):
     type: Literal["tool_result"] = "tool_result"
     tool_use_id: str
     content: str | tuple[ResultContentBlock, ...] | None = None
@@ -112,18 +120,18 @@ class ToolResultBlock(WireModel):
         return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
 
 
-class ThinkingBlock(WireModel):
+class ThinkingBlock(TypedModel):
     type: Literal["thinking"] = "thinking"
     thinking: str
     signature: str | None = None
 
 
-class RedactedThinkingBlock(WireModel):
+class RedactedThinkingBlock(TypedModel):
     type: Literal["redacted_thinking"] = "redacted_thinking"
     data: str
 
 
-class OtherBlock(WireModel):
+class OtherBlock(TypedModel):
     """A block type this version does not model (documents, server tools, ...): kept as is."""
 
     type: str
@@ -183,7 +191,7 @@ def message_json(message: Message) -> bytes:
 _SERIALIZE = Message.__pydantic_serializer__.to_json
 
 
-class ToolDefinition(WireModel):
+class ToolDefinition(TypedModel):
     name: str
     description: str | None = None
     input_schema: JsonObject = Field(default_factory=lambda: {"type": "object", "properties": {}})
@@ -383,7 +391,7 @@ def summed_usage(*usages: Usage | None) -> Usage | None:
     return functools.reduce(Usage.plus, given) if given else None
 
 
-class Response(WireModel):
+class Response(TypedModel):
     """A ``message`` object returned by ``POST /v1/messages``."""
 
     _always_dumped = ("type", "role")
@@ -404,11 +412,17 @@ class Response(WireModel):
         return tuple(b for b in self.content if isinstance(b, ToolUseBlock))
 
 
-class StoredMessage(BaseModel):
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoredMessage:
     """A message as the store holds it: anchored to its per-session sequence number (what
-    boundaries are expressed in: a rebuilt list cannot shift one onto the wrong message)."""
+    boundaries are expressed in: a rebuilt list cannot shift one onto the wrong message).
 
-    model_config = ConfigDict(frozen=True)
+    A slotted dataclass, not a model: a restarted session reads every stored message at
+    once, and a model is three objects for the cyclic collector (itself, its ``__dict__``
+    and its fields-set set) where this is one; fewer survivors mean fewer of the
+    collector's full passes, each of which walks every object of the process. Pydantic
+    still validates and dumps it as a field of the jobs that carry messages.
+    """
 
     seq: int
     turn: int

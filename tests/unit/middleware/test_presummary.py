@@ -163,8 +163,8 @@ def test_a_pre_summary_over_other_messages_is_replaced_not_used(tmp_path: Path) 
     found.presummaries.items["s"] = dataclasses.replace(
         early,
         pending=early.pending.model_copy(update={"fingerprint": "0" * 16}),
-        first=early.first.model_copy(),
-        last=early.last.model_copy(),
+        first=dataclasses.replace(early.first),
+        last=dataclasses.replace(early.last),
     )
 
     result = until_compacted(agent, provider)
@@ -225,7 +225,7 @@ def test_other_objects_with_the_same_content_are_checked_once_then_pinned(
     # As if the loop had read the session back from the store: equal messages, other objects.
     early = found.presummaries.items["s"]
     found.presummaries.items["s"] = dataclasses.replace(
-        early, first=early.first.model_copy(), last=early.last.model_copy()
+        early, first=dataclasses.replace(early.first), last=dataclasses.replace(early.last)
     )
     made = fingerprints_counted(monkeypatch)
 

@@ -7,6 +7,7 @@ is tested step by step: what it publishes, when it re-publishes, when it gives u
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -655,7 +656,7 @@ def test_a_worker_refuses_a_range_that_differs_from_the_one_the_agent_evicted(
     store.ensure_session("reused", "m")
     store.append_message("reused", 1, Message(role="user", content="a different conversation"))
     theirs = tuple(store.messages("reused", 1, 1))
-    agent_side = (theirs[0].model_copy(update={"message": Message(role="user", content="mine")}),)
+    agent_side = (dataclasses.replace(theirs[0], message=Message(role="user", content="mine")),)
 
     assert load_checked_range(store, "reused", 1, 1, range_fingerprint(theirs)) == theirs
     with pytest.raises(HangoError, match="differ from the ones the agent evicted"):
