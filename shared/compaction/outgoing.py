@@ -243,6 +243,8 @@ class OutgoingCopy:
         # Only ever appended to (a joined message keeps its first part's number).
         self._seqs: list[int | None] = [] if head is None else [None]
         self._repaired: list[Message] = [] if head is None else [head]
+        # Per position, the JSON the store holds for its repaired form (see ``_json_of``).
+        self._parts: list[bytes | None] = [None] * len(self._repaired)
         self._ids = UsedIds()
         self._cut = 0
         self._truncate = None
@@ -289,12 +291,14 @@ class OutgoingCopy:
                 # The last joined message grows: redo it.
                 self._joined[-1] = joined(self._joined[-1], item.message)
                 self._ids.drop_last()
-                self._repaired[-1] = self._repair_last()
+                self._repaired[-1], self._parts[-1] = self._repair_last(), None
                 redo_from = min(redo_from, len(self._repaired) - 1)
                 continue
             self._joined.append(item.message)
             self._seqs.append(item.seq)
-            self._repaired.append(self._repair_last())
+            repaired = self._repair_last()
+            self._repaired.append(repaired)
+            self._parts.append(item.json_part if repaired is item.message else None)
         return redo_from
 
     def _repair_last(self) -> Message:
@@ -307,17 +311,25 @@ class OutgoingCopy:
         self._changed(index)
         if index == len(self._sent):
             self._sent.append(message)
-            self._json.append(message_json(message))
+            self._json.append(self._json_of(index, message))
         else:
             if index < self._lent:  # a view holds the position: it keeps the list it has
                 self._sent, self._lent = list(self._sent), 0
             self._sent[index] = message
-            self._json[index] = message_json(message)
+            self._json[index] = self._json_of(index, message)
         if self.estimator is not None:
             self._tokens.put(index, self.estimator.estimate_message(message))
         self._checks.put(index, message)
         if self._checked:  # else the next check looks at every position anyway
             self._unchecked.update((index,) if form else (index - 1, index, index + 1))
+
+    def _json_of(self, index: int, message: Message) -> bytes:
+        """``message_json(message)``: as the store holds it when ``message`` is the stored
+        message sent at ``index`` unchanged (a restarted session serializes nothing)."""
+        part = self._parts[index]
+        return (
+            part if part is not None and message is self._repaired[index] else message_json(message)
+        )
 
     def _changed(self, index: int) -> None:
         """Note a change at ``index`` on the way from the current version to the next."""

@@ -427,3 +427,9 @@ class StoredMessage:
     seq: int
     turn: int
     message: Message
+    # The message's part of a request body (:func:`message_json`) when the store already
+    # held it in that form: the outgoing copy sends it instead of serializing the message
+    # again. Not part of what the message is (equality), nor of a job's payload.
+    json_part: Annotated[bytes | None, Field(exclude=True)] = dataclasses.field(
+        default=None, compare=False, repr=False
+    )

@@ -37,7 +37,7 @@ from hango.store.repository import (
     SessionInfo,
     Store,
     _check_status,
-    _message_row,
+    _message_rows,
     _now,
 )
 from hango.store.tables import runs, sessions
@@ -319,14 +319,8 @@ class BufferedStore(Store):
                 return stored
             held = self._known(session_id)
             first, now = held.last_seq + 1, _now()
-            self._pending.messages.extend(
-                _message_row(session_id, first + offset, turn, message, estimate, now)
-                for offset, (message, estimate) in enumerate(batch)
-            )
-            stored = [
-                StoredMessage(seq=first + offset, turn=turn, message=message)
-                for offset, (message, _) in enumerate(batch)
-            ]
+            stored, rows = _message_rows(session_id, first, turn, batch, now)
+            self._pending.messages.extend(rows)
             self._appended(held, stored)
         return stored
 

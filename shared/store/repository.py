@@ -45,7 +45,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from hango.compaction.record import RunState
 from hango.core.errors import ConfigError, SchemaNotReadyError, UnknownSessionError
 from hango.core.ids import validate_session_id
-from hango.core.messages import Message, StoredMessage
+from hango.core.messages import Message, StoredMessage, message_json
 from hango.cost.meter import UsageTotals
 from hango.store.leases import TurnLease, check_fence
 from hango.store.tables import conflict_insert, messages, runs, session_branches, sessions
@@ -79,7 +79,9 @@ _LATEST_STATE = (
 _RUN_ID = select(runs.c.id).where(
     runs.c.session_id == bindparam("sid"), runs.c.turn == bindparam("run_turn")
 )
-_INSERT_MESSAGES = messages.insert()
+# The content bound as the text it already is (the message's compact JSON), not as a value
+# for the JSON type to serialize again.
+_INSERT_MESSAGES = messages.insert().values(content=bindparam("content", type_=Text()))
 _SAVE_STATE = (
     update(runs)
     .where(runs.c.id == bindparam("run_id"))
@@ -456,15 +458,9 @@ class Store:
                 check_fence(conn, lease)
             first = _next_seq(conn, session_id)
             now = _now()
-            rows = [
-                _message_row(session_id, first + offset, turn, message, estimate, now)
-                for offset, (message, estimate) in enumerate(batch)
-            ]
+            stored, rows = _message_rows(session_id, first, turn, batch, now)
             conn.execute(_INSERT_MESSAGES, rows)
-        return [
-            StoredMessage(seq=first + offset, turn=turn, message=message)
-            for offset, (message, _) in enumerate(batch)
-        ]
+        return stored
 
     @once_more_on_disconnect
     def messages(
@@ -484,11 +480,7 @@ class Store:
         # passes (and a batch, not a row, per fetch from the driver).
         with self.engine.connect() as conn:
             batches = conn.execute(_MESSAGES_BETWEEN, bounds).partitions(_READ_BATCH)
-            return [
-                StoredMessage(seq=seq, turn=turn, message=Message.model_validate_json(content))
-                for batch in batches
-                for seq, turn, content in batch
-            ]
+            return [_read_message(*row) for batch in batches for row in batch]
 
     @once_more_on_disconnect
     def last_seq(self, session_id: str) -> int:
@@ -770,24 +762,47 @@ def _next_seq(conn: Connection, session_id: str) -> int:
     return int(conn.execute(_NEXT_SEQ, {"sid": session_id}).scalar_one()) + 1
 
 
-def _message_row(
+def _message_rows(
     session_id: str,
-    seq: int,
+    first: int,
     turn: int,
-    message: Message,
-    estimate: MessageEstimate | None,
+    batch: Sequence[tuple[Message, MessageEstimate | None]],
     now: datetime,
-) -> dict[str, Any]:
-    return {
-        "session_id": session_id,
-        "seq": seq,
-        "turn": turn,
-        "role": message.role,
-        "content": message.to_api(),
-        "created_at": now,
-        "estimated_tokens": estimate.tokens if estimate else None,
-        "estimator": estimate.estimator if estimate else None,
-    }
+) -> tuple[list[StoredMessage], list[dict[str, Any]]]:
+    """The batch as stored messages from ``first`` on, and their rows.
+
+    A row's content is the message's compact JSON, the very bytes of its part of a request
+    body: the stored message carries them, and the outgoing copy sends them as they are.
+    """
+    stored, rows = [], []
+    for seq, (message, estimate) in enumerate(batch, start=first):
+        part = message_json(message)
+        stored.append(StoredMessage(seq=seq, turn=turn, message=message, json_part=part))
+        rows.append(
+            {
+                "session_id": session_id,
+                "seq": seq,
+                "turn": turn,
+                "role": message.role,
+                "content": part[1:].decode(),
+                "created_at": now,
+                "estimated_tokens": estimate.tokens if estimate else None,
+                "estimator": estimate.estimator if estimate else None,
+            }
+        )
+    return stored, rows
+
+
+def _read_message(seq: int, turn: int, content: str) -> StoredMessage:
+    """A row read back: its content parsed and validated in one pass by pydantic.
+
+    Content written by :func:`_message_rows` is the message's compact JSON, which
+    serializing the parsed message gives back byte for byte: the copy sends it as it is.
+    Rows of older versions (spaced JSON, the JSON type's own dump) are serialized again.
+    """
+    message = Message.model_validate_json(content)
+    compact = content.startswith('{"role":"')
+    return StoredMessage(seq, turn, message, (b"," + content.encode()) if compact else None)
 
 
 def _now() -> datetime:

@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hango.compaction import outgoing
 from hango.compaction.outgoing import OutgoingCopy
 from hango.compaction.tool_args import Truncation, TruncationResult, truncate_tool_args
 from hango.compaction.validate import count_breakpoints, validate_request
@@ -28,6 +30,7 @@ from hango.core.messages import (
     StoredMessage,
     TextBlock,
     ToolResultBlock,
+    message_json,
 )
 from hango.cost.meter import copy_difference, first_difference
 from hango.tokens.measure import RequestEstimate
@@ -94,7 +97,10 @@ class Session:
 
     def append(self, message: Message) -> None:
         turn = len(self.stored)
-        self.stored.append(StoredMessage(seq=len(self.stored) + 1, turn=turn, message=message))
+        # With the JSON the store holds for it, which the copy sends where it sends the
+        # stored message unchanged.
+        part = message_json(message)
+        self.stored.append(StoredMessage(len(self.stored) + 1, turn, message, json_part=part))
 
     def step(self, action: str, pick: int) -> Request | None:
         if action == "append" and self.pending:
@@ -168,7 +174,7 @@ def test_incremental_copy_and_checks_equal_the_full_recomputation(
         assert type(plain.messages) is tuple
         assert session.copy.violations(request) == validate_request(plain)
         assert count_breakpoints(request) == count_breakpoints(plain)
-        assert json.loads(request.api_bytes()) == plain.to_api()
+        assert request.api_bytes() == plain.api_bytes()
         estimate = RequestEstimate(ESTIMATOR)
         assert estimate.split(request, 3) == estimate.split(plain, 3)
     # The copy changes a position a view holds on a new list: every view is as handed out.
@@ -208,3 +214,25 @@ def test_a_marked_request_shares_the_copys_view_and_leaves_the_copy_as_it_was() 
     assert copy.update(stored)[0] == plain
     assert Request.model_validate(twice.to_api()).to_api() == json.loads(twice.api_bytes())
     assert json.loads(twice.api_bytes())["messages"][last] == marks[last].to_api()
+
+
+def test_a_copy_over_the_stored_json_serializes_only_the_forms_it_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    history = (
+        user("hi"),
+        calls(call("toolu_1")),
+        results(result("toolu_1")),
+        user("and more"),  # joined with the results before it: a form the copy made
+        Message(role="assistant", content="ok"),
+        results(result("toolu_9")),  # answers no call: repaired, another form
+    )
+    stored = [StoredMessage(n + 1, 1, m, json_part=message_json(m)) for n, m in enumerate(history)]
+    serialized: list[Message] = []
+    monkeypatch.setattr(outgoing, "message_json", lambda m: serialized.append(m) or message_json(m))
+    copy = OutgoingCopy(ESTIMATOR)
+
+    view, _ = copy.update(stored)
+
+    assert serialized == [view[2], view[4]]
+    assert copy.json_parts(copy.version) == [message_json(m) for m in view]

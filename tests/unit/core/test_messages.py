@@ -13,6 +13,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from hango.core.messages import (
@@ -27,6 +29,7 @@ from hango.core.messages import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    message_json,
 )
 
 PNG = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAE="}
@@ -275,3 +278,46 @@ def test_a_request_takes_its_messages_from_any_iterable_as_a_tuple() -> None:
     generated = Request(model="m", max_tokens=1, messages=(m for m in said))
     assert generated.messages == tuple(said)
     assert Request(model="m", max_tokens=1, messages={1: said[0]}.values()).messages == (said[0],)
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(min_size=1),
+    tool_input=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=4),
+    result=st.text(),
+    extra=JSON_VALUES,
+)
+def test_serializing_a_parsed_message_json_gives_back_the_same_bytes(
+    text: str, tool_input: dict[str, Any], result: str, extra: Any
+) -> None:
+    # The store keeps a message's compact JSON and a restarted session sends it as it is:
+    # it must be what serializing the message it parses into gives, byte for byte.
+    for message in (
+        Message(
+            role="assistant",
+            content=(TextBlock(text=text), ToolUseBlock(id="toolu_1", name="t", input=tool_input)),
+            note=extra,
+        ),
+        Message.model_validate(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result}],
+                "kept": extra,
+            }
+        ),
+    ):
+        part = message_json(message)
+        assert message_json(Message.model_validate_json(part[1:])) == part

@@ -21,7 +21,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, event, inspect, select, text
+from sqlalchemy import Engine, Text, cast, event, inspect, select, text, update
 
 from hango.compaction.record import CompactionRecord, RunState
 from hango.core.errors import (
@@ -30,7 +30,7 @@ from hango.core.errors import (
     TurnLeaseLostError,
     UnknownSessionError,
 )
-from hango.core.messages import Message, Usage
+from hango.core.messages import Message, Usage, message_json
 from hango.core.price import Price
 from hango.cost.meter import UsageTotals
 from hango.store import MessageEstimate, RunInfo, Store
@@ -182,6 +182,36 @@ class StoreContract:
             raw = conn.execute(select(messages.c.role, messages.c.content)).all()
         assert [row.content for row in raw] == [m.to_api() for _, m in conversation]
         assert [row.role for row in raw] == [m.role for _, m in conversation]
+
+    def test_a_row_holds_the_messages_part_of_a_body_and_a_read_carries_it(
+        self, store: Store
+    ) -> None:
+        store.ensure_session("s1", "m")
+        conversation = tool_batch_conversation()
+        appended = [store.append_message("s1", turn, message) for turn, message in conversation]
+        store.flush()
+        with store.engine.connect() as conn:
+            query = select(cast(messages.c.content, Text)).order_by(messages.c.seq)
+            raw = conn.execute(query).scalars().all()
+
+        parts = [message_json(message) for _, message in conversation]
+        assert [b"," + content.encode() for content in raw] == parts
+        assert [stored.json_part for stored in appended] == parts
+        assert [stored.json_part for stored in store.messages("s1")] == parts
+
+    def test_a_row_an_older_version_wrote_spaced_is_read_without_a_part(self, store: Store) -> None:
+        store.ensure_session("s1", "m")
+        message = Message(role="user", content="written before the rows were compact")
+        store.append_message("s1", 1, message)
+        store.flush()
+        with store.engine.begin() as conn:
+            # The JSON type's own dump, as the rows were written then: spaced.
+            conn.execute(update(messages).values(content=message.to_api()))
+
+        (loaded,) = store.messages("s1")
+
+        assert loaded.message == message
+        assert loaded.json_part is None  # serialized again where sent, never sent spaced
 
     def test_messages_bounds_are_inclusive_and_ordered(self, store: Store) -> None:
         store.ensure_session("s1", "m")
