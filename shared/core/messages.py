@@ -48,12 +48,9 @@ class WireModel(BaseModel):
 
 
 class TypedModel(WireModel):
-    """A wire type whose ``_always_dumped`` keys are emitted even when left at their default:
-    ``TextBlock(text=...)`` dumps its ``"type"``.
-
-    Not the base of :class:`Message`, which has no such key: pydantic calls the hook for
-    every object it parses, and a restarted session parses every message it holds.
-    """
+    """A wire type whose ``_always_dumped`` keys are emitted even when left at their default
+    (``TextBlock(text=...)`` dumps its ``"type"``). Not :class:`Message`'s base: pydantic
+    calls the hook for every object it parses, a restarted session every stored message."""
 
     _always_dumped: ClassVar[tuple[str, ...]] = ("type",)
 
@@ -416,13 +413,8 @@ class Response(TypedModel):
 class StoredMessage:
     """A message as the store holds it: anchored to its per-session sequence number (what
     boundaries are expressed in: a rebuilt list cannot shift one onto the wrong message).
-
-    A slotted dataclass, not a model: a restarted session reads every stored message at
-    once, and a model is three objects for the cyclic collector (itself, its ``__dict__``
-    and its fields-set set) where this is one; fewer survivors mean fewer of the
-    collector's full passes, each of which walks every object of the process. Pydantic
-    still validates and dumps it as a field of the jobs that carry messages.
-    """
+    Not a model: one object for the cyclic collector where a model is three, and a
+    restarted session reads every message at once."""
 
     seq: int
     turn: int
