@@ -35,8 +35,6 @@ from hango.middleware.presummary import Presummaries, Presummary, summary_job
 from hango.middleware.summary_route import SummaryRouter
 from hango.middleware.truncating import Truncating
 
-# Stands in for the summary while the room left for it is measured.
-
 # The middleware's own logger: one name for everything it logs.
 log = logging.getLogger("hango.middleware.summarization")
 

@@ -132,7 +132,9 @@ def place_breakpoints(
 ) -> Request:
     """A copy of ``request`` with the breakpoints set, as far as the limit allows."""
     policy = policy or CachePolicy()
-    budget = MAX_BREAKPOINTS - count_breakpoints(request) - _automatic(request)
+    # Top-level automatic caching takes one of the four slots.
+    automatic = (request.model_extra or {}).get("cache_control") is not None
+    budget = MAX_BREAKPOINTS - count_breakpoints(request) - automatic
     chosen: list[_Target] = []
     for target in _targets(request, stable_system_index, summary_message, changed_from):
         if len(chosen) >= budget:
@@ -142,11 +144,6 @@ def place_breakpoints(
         if _reaches(request, target, policy):
             chosen.append(target)
     return _marked(request, chosen, policy) if chosen else request
-
-
-def _automatic(request: Request) -> int:
-    """Top-level automatic caching takes one of the four slots."""
-    return 1 if (request.model_extra or {}).get("cache_control") is not None else 0
 
 
 def _targets(

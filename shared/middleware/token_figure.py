@@ -24,7 +24,6 @@ from hango.tokens.measure import (
     can_count_tokens,
     learned_correction,
     measure_input_tokens,
-    near,
 )
 
 
@@ -73,7 +72,8 @@ class TokenFigure:
         figure = anchor.figure(estimate, correction) if anchor else round(estimate * correction)
         source = "anchored" if anchor else "estimate"
         trigger = self.profile.trigger_tokens
-        settled = anchor is not None and not near(figure, trigger, self.count_band)
+        # Within the band of the trigger, either way, the figure's error matters.
+        settled = anchor is not None and abs(figure - trigger) > self.count_band * trigger
         if not settled and can_count_tokens(self.counter):
             measured = measure_input_tokens(
                 call.request,

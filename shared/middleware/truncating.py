@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from hango.compaction.groups import group_starts
 from hango.compaction.head import head_message
 from hango.compaction.jobs import HistoryOffloader, OffloadJob
-from hango.compaction.mechanical import drop_oldest_groups
+from hango.compaction.mechanical import Measure, drop_oldest_groups
 from hango.compaction.record import CompactionRecord
 from hango.core.errors import CannotFitError
 from hango.core.messages import Message, StoredMessage
@@ -88,7 +88,7 @@ class Truncating:
         # goes out without it (the summary and the history file still hold it).
         for quote_request in (True, False):
             try:
-                cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
+                cut = self._fitting_cut(call, body, measure, at_least)
                 break
             except CannotFitError:
                 if not quote_request or record_for(len(body), None).user_request is None:
@@ -176,12 +176,7 @@ class Truncating:
         return tokens / estimate if tokens > 0 and estimate > 0 else 1.0
 
     def _fitting_cut(
-        self,
-        call: ModelCall,
-        body: Sequence[Message],
-        head: Message,
-        measure: Callable[[Sequence[Message]], int],
-        at_least: int,
+        self, call: ModelCall, body: Sequence[Message], measure: Measure, at_least: int
     ) -> int:
         """The smallest cut under the post-compaction target, else the trigger, else the window.
 
@@ -193,6 +188,7 @@ class Truncating:
         """
         window = window_of(call, self.profile)
         target = min(int(window * self.profile.target_frac), self.profile.trigger_tokens)
+        head = head_message(call.run_state.latest)
         for limit in (target, self.profile.trigger_tokens, window):
             for minimum in dict.fromkeys((at_least, 0)):
                 try:
