@@ -83,9 +83,7 @@ class Compacting(Truncating):
             log.warning("session %s turn %d: pre-summary invalid here", call.session_id, call.turn)
             return None, waited
         after = self.figure.measure(compacted, record)
-        if not self._fits(call, tokens, after, index, plan):
-            return None, waited
-        if self._offload(call, evicted) is None:
+        if not self._fits(call, tokens, after, index, plan) or self._offload(call, evicted) is None:
             return None, waited
         return self._commit(compacted, record, after), waited
 
@@ -149,12 +147,7 @@ class Compacting(Truncating):
         job = summary_job(call, evicted, self.profile, budget)
         routed = self.router.begin(call, plan.boundary, job, self._summary, replaced)
         fitted = fit_summary(
-            routed.ask(job),
-            job,
-            room=room,
-            hard_room=hard_room,
-            estimator=self.estimator,
-            ask=routed.ask,
+            job, room=room, hard_room=hard_room, estimator=self.estimator, ask=routed.ask
         )
         result = routed.finish(fitted)
         if reason == "threshold":
