@@ -186,13 +186,10 @@ def _bridge(messages: Sequence[Message], newest: tuple[int, int]) -> tuple[int, 
     (the reply and what answered it are what this call adds).
     """
     reply = next((i for i in range(newest[0], -1, -1) if messages[i].role == "assistant"), None)
-    if reply is None:
-        return None
-    previous = _last_markable(messages, reply - 1)
+    previous = None if reply is None else _last_markable(messages, reply - 1)
     if previous is None:
         return None
-    distance = _blocks_between(messages, previous, newest)
-    return previous if distance >= LOOKBACK_BLOCKS else None
+    return previous if _blocks_between(messages, previous, newest) >= LOOKBACK_BLOCKS else None
 
 
 def _blocks_between(
@@ -261,10 +258,8 @@ def _with_markers(blocks: Sequence[BlockT], at: Collection[int]) -> tuple[BlockT
 
 
 def _cacheable(block: ContentBlock) -> bool:
-    if not isinstance(block, _CACHEABLE):
-        return False
     # The API refuses cache_control on an empty text block.
-    return not (isinstance(block, TextBlock) and not block.text)
+    return isinstance(block, _CACHEABLE) and not (isinstance(block, TextBlock) and not block.text)
 
 
 def _already_marked(request: Request, target: _Target) -> bool:

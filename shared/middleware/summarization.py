@@ -159,9 +159,8 @@ class SummarizationMiddleware(Compacting, PassThrough):
         the window after the summary is mechanically truncated (``wrap``), which is the
         rung that aims at the post-compaction target.
         """
-        first_real = call.first_real
         starts = group_starts(call.request.messages)
-        boundary = self._boundary(call.request.messages, first_real, starts=starts)
+        boundary = self._boundary(call.request.messages, call.first_real, starts=starts)
         if boundary is None:
             return None
         # The boundary is one of the group starts, so there is a newest one.
