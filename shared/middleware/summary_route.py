@@ -86,12 +86,12 @@ class PrefixSummarizer(Protocol):
     def summarize(self, job: SummaryJob, request: Request) -> SummaryResult: ...
 
 
+@dataclass(frozen=True)
 class ProviderPrefix:
     """The prefix route on the agent's provider, under one deadline."""
 
-    def __init__(self, provider: Provider, timeout: float) -> None:
-        self.provider = provider
-        self.timeout = timeout
+    provider: Provider
+    timeout: float
 
     def summarize(self, job: SummaryJob, request: Request) -> SummaryResult:
         try:
@@ -133,31 +133,22 @@ class _Choice:
     kept: int = 0
 
 
+@dataclass(kw_only=True, eq=False)
 class SummaryRouter:
     """Chooses each in-process summary's route and makes it (see the module docstring)."""
 
-    def __init__(
-        self,
-        *,
-        prices: RouterPrices,
-        estimator: Estimator,
-        sent: SentRequests,
-        prefix: PrefixSummarizer | None = None,
-        caches: bool = False,
-        window: int,
-        setting: RouteSetting = "auto",
-        closed: str = "no prefix summarizer in this process",
-    ) -> None:
-        self.prices = prices
-        self.estimator = estimator
-        self._prompt = estimator.estimate(SUMMARY_SYSTEM_PROMPT)
-        self.sent = sent
-        self.prefix = prefix
-        self.caches = caches
-        # The agent's window: the prefix plus the instruction must fit it.
-        self.window = window
-        self.setting = setting
-        self.closed = closed
+    prices: RouterPrices
+    estimator: Estimator
+    sent: SentRequests
+    prefix: PrefixSummarizer | None = None
+    caches: bool = False
+    # The agent's window: the prefix plus the instruction must fit it.
+    window: int
+    setting: RouteSetting = "auto"
+    closed: str = "no prefix summarizer in this process"
+
+    def __post_init__(self) -> None:
+        self._prompt = self.estimator.estimate(SUMMARY_SYSTEM_PROMPT)
 
     def begin(
         self,

@@ -34,26 +34,19 @@ class _Figures:
     anchor: Anchor | None = None
 
 
+@dataclass(kw_only=True, eq=False)
 class TokenFigure:
     """Measures a session's successive requests; one per summarization middleware."""
 
-    def __init__(
-        self,
-        *,
-        profile: ModelProfile,
-        estimator: Estimator,
-        counter: Provider,
-        count_timeout: float,
-        observer: LoopObserver,
-        count_band: float,
-    ) -> None:
-        self.profile = profile
-        self.estimator = estimator
-        self.estimate = RequestEstimate(estimator)
-        self.counter = counter
-        self.count_timeout = count_timeout
-        self.observer = observer
-        self.count_band = count_band
+    profile: ModelProfile
+    estimator: Estimator
+    counter: Provider
+    count_timeout: float
+    observer: LoopObserver
+    count_band: float
+
+    def __post_init__(self) -> None:
+        self.estimate = RequestEstimate(self.estimator)
         self._figures: RecentlyUsed[_Figures] = RecentlyUsed()
 
     def measure(self, call: ModelCall, record: CompactionRecord | None = None) -> int:
