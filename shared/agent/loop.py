@@ -249,7 +249,12 @@ class AgentLoop:
         when that wait runs out)."""
         message = self._user_message(user_input)
         with self._holding(session_id) as lease:
-            return self._run_held_turn(session_id, message, lease)
+            if lease is not None:
+                # Holding the lease, a run still "running" is one whose process died.
+                self._resume_unfinished(session_id, lease)
+            ctx = self.begin_turn(session_id)
+            ctx.lease = lease
+            return self._closing(ctx, partial(self._answer, message))
 
     @contextmanager
     def _holding(self, session_id: str) -> Iterator[TurnLease | None]:
@@ -265,16 +270,6 @@ class AgentLoop:
         run and state, so the same job keys (a summary it dispatched is reused)."""
         with self._holding(session_id) as lease:
             return self._resume_unfinished(session_id, lease)
-
-    def _run_held_turn(
-        self, session_id: str, message: Message, lease: TurnLease | None
-    ) -> TurnResult:
-        if lease is not None:
-            # Holding the lease, a run still "running" is one whose process died.
-            self._resume_unfinished(session_id, lease)
-        ctx = self.begin_turn(session_id)
-        ctx.lease = lease
-        return self._closing(ctx, partial(self._answer, message))
 
     def _answer(self, message: Message, ctx: TurnContext) -> None:
         self._close_unanswered_results(ctx)

@@ -160,8 +160,7 @@ def render_transcript(
     that does not fit, the middle of the whole transcript is dropped (a quarter of the
     bound from the start, the rest from the end). Every cut is marked in the text.
     """
-    uses = (b for stored in evicted for b in stored.message.blocks() if isinstance(b, ToolUseBlock))
-    names = {use.id: use.name for use in uses}
+    names = {use.id: use.name for stored in evicted for use in stored.message.tool_uses()}
     pieces = [_pieces(stored, names) for stored in evicted]
     # Each cap's length is worked out from the pieces' lengths; only the cap that fits is
     # rendered.

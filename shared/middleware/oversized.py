@@ -29,11 +29,10 @@ def shrinking(window: int) -> Iterator[int]:
 
 def tool_blocks_cut(request: Request, per_block: int, estimator: Estimator) -> Request:
     """The request with every tool input and result over ``per_block`` tokens cut."""
-    messages = tuple(request.messages)
     preview = DEFAULT_PREVIEW_CHARS if per_block >= MIN_PREVIEW_TOKENS else 0
     cut = truncate_tool_args(
-        messages,
-        protect_from=len(messages),
+        request.messages,
+        protect_from=len(request.messages),
         max_tokens=per_block,
         estimator=estimator,
         preview_chars=preview,
