@@ -65,9 +65,7 @@ class Compacting(Truncating):
         ready: Presummary,
     ) -> tuple[ModelCall | None, float]:
         """``ready`` installed: ``None`` when it does not match, fails validation, does not
-        fit (see _fits), or its range's offload fails (nothing leaves the request that was
-        not offloaded; offloaded only now, so a pre-summary never installed writes nothing).
-        """
+        fit (see _fits), or its range's offload fails (offloaded only now: see presummary.py)."""
         index = self.presummaries.index_to_install(call, ready, plan.boundary)
         if index is None:
             return None, 0.0

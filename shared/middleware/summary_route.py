@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from hango.compaction.jobs import SummaryJob, SummaryResult
@@ -230,19 +230,17 @@ def _kept_verbatim(call: ModelCall, sent: Request, boundary: int) -> int | None:
     return count - boundary
 
 
+@dataclass(eq=False)
 class RoutedSummary:
     """One compaction's summary on its chosen route; every call it makes is priced."""
 
-    def __init__(
-        self, router: SummaryRouter, choice: _Choice, by_range: RangeAsk, *, opening: str = ""
-    ) -> None:
-        self.router = router
-        self.choice = choice
-        self.by_range = by_range
-        # What the recorded reason opens with: a pre-summary's says it is one.
-        self.opening = opening
-        self.spent = 0.0
-        self.failed: str | None = None
+    router: SummaryRouter
+    choice: _Choice
+    by_range: RangeAsk
+    # What the recorded reason opens with: a pre-summary's says it is one.
+    opening: str = field(default="", kw_only=True)
+    spent: float = field(default=0.0, init=False)
+    failed: str | None = field(default=None, init=False)
 
     def ask(self, job: SummaryJob) -> SummaryResult:
         if self.choice.name == "prefix" and self.failed is None:
