@@ -625,12 +625,9 @@ class AgentLoop:
         return transcript, first - memory.drop(first)
 
     def _transcript(self, ctx: TurnContext) -> list[StoredMessage]:
-        """The session's stored messages, kept in memory and topped up from the store.
-
-        The same message objects across calls keep the estimator's cache warm: a call costs
-        O(new messages), not O(history). The store is read once per turn; within it only
-        this loop appends (the lease fences out anyone else), so the list stays complete.
-        """
+        """The session's stored messages, kept in memory and topped up from the store (see
+        ``TurnContext.in_step``; the lease fences out anyone else's appends): the same
+        objects across calls keep the estimator's cache warm, a call costs O(new messages)."""
         cached = ctx.memory.transcript
         if ctx.in_step:
             return cached

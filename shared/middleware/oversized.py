@@ -1,6 +1,6 @@
 """The last rung for a newest tool group over the window by itself: previews in the copy.
 
-Used by :class:`~hango.middleware.compacting.Compacting` when no cut can bring the
+Used by :class:`~hango.middleware.truncating.Truncating` when no cut can bring the
 request under the window (a parallel batch stored before batches were bounded): the
 group's tool inputs and results go out cut to a head, a tail and a size note, with
 budgets halving until the request fits. The store keeps them whole.

@@ -204,11 +204,8 @@ def _blocks_between(
 
 def _reaches(request: Request, target: _Target, policy: CachePolicy) -> bool:
     """Whether the prefix through ``target`` is estimated at the minimum cacheable length
-    or more (always, without an estimator).
-
-    Adds messages from the start only until the minimum is reached: a few thousand
-    tokens, a handful of messages however long the history.
-    """
+    or more (always, without an estimator); messages are added from the start only until
+    the minimum is reached, a handful however long the history."""
     minimum, fixed = policy.min_tokens, policy.fixed
     if fixed is None or minimum <= 0:
         return True

@@ -152,13 +152,9 @@ class SummarizationMiddleware(Compacting, PassThrough):
         return self._summarize(call, reason, tokens, plan)
 
     def _plan(self, call: ModelCall) -> Plan | None:
-        """The keep boundary: the raw keep window moved back to a group start.
-
-        The summary keeps at least ``keep_frac`` of the messages, as documented; it never
-        moves the boundary forward to reach a token target. A kept part that is still over
-        the window after the summary is mechanically truncated (``wrap``), which is the
-        rung that aims at the post-compaction target.
-        """
+        """The keep boundary: the raw keep window moved back to a group start. It keeps at
+        least ``keep_frac`` of the messages, as documented, and never moves forward to reach
+        a token target: a kept part still over the window is truncated (``_compacted``)."""
         starts = group_starts(call.request.messages)
         boundary = self._boundary(call.request.messages, call.first_real, starts=starts)
         if boundary is None:

@@ -111,13 +111,9 @@ class Truncating:
         first_real: int,
         scale: float,
     ) -> ModelCall:
-        """The last rung: only the newest group is kept, its tool blocks cut to previews.
-
-        A tool group is never split, so a group larger than the window by itself (a batch
-        stored before batches were bounded) would fail every later call. The store keeps
-        it whole; the copy sends each large input and result as a head, a tail and a size
-        note, smaller and smaller until the request fits the window.
-        """
+        """The last rung (``oversized.py``): only the newest group is kept, its tool blocks
+        cut to previews. A tool group is never split, so one larger than the window by
+        itself would fail every later call."""
         starts = group_starts(body)
         if not starts:
             raise self._cannot_fit(call, body, scale)
