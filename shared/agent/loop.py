@@ -63,8 +63,7 @@ from hango.tools.builtin import NOTHING_TO_COMPACT, ToolRegistry, calling_sessio
 
 log = logging.getLogger(__name__)
 
-# Rungs of the overflow ladder: the first call, then forced compaction, then mechanical
-# truncation. A third overflow fails the run.
+# The overflow ladder (see the module docstring): the first call, then its two retries.
 _LADDER: tuple[CompactionReason | None, ...] = (None, "overflow", "truncate")
 
 
@@ -117,11 +116,6 @@ class SessionMemory:
         self.dropped = self.transcript[count - 1].seq
         del self.transcript[:count]
         return count
-
-    def reread_from(self, seq: int) -> None:
-        """Hold nothing before ``seq``; the messages from there are read from the store."""
-        self.transcript.clear()
-        self.dropped = seq - 1
 
 
 # One loop may serve many sessions for as long as its process lives: it remembers only the
@@ -618,7 +612,8 @@ class AgentLoop:
         if from_seq <= memory.dropped:
             # An older state than the one memory was trimmed for (a turn whose append
             # failed keeps the state it began with): read the messages back.
-            memory.reread_from(from_seq)
+            memory.transcript.clear()
+            memory.dropped = from_seq - 1
             ctx.in_step = False
         transcript = self._transcript(ctx)
         first = bisect.bisect_left(transcript, from_seq, key=attrgetter("seq"))

@@ -102,9 +102,8 @@ class Presummaries:
         The range is the one the trigger's boundary is projected to evict (tool groups
         kept whole, anchored by sequence numbers, the messages still to come counted in
         its keep share: ``boundary(ahead)``); at the trigger more messages exist, so the
-        trigger's range starts with this one. Nothing is dispatched while a pre-summary of
-        the session is in flight, or is ready, projected to fit and covering enough; a
-        ready one that does not is extended (:meth:`_outgrown`, :meth:`_short_of`).
+        trigger's range starts with this one. When a ready one is extended instead: see the
+        module docstring, :meth:`_outgrown` and :meth:`_short_of`.
         """
         with self._lock:
             current = self.items.get(call.session_id)

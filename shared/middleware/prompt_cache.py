@@ -71,10 +71,8 @@ _CACHEABLE = (TextBlock, ImageBlock, ToolUseBlock, ToolResultBlock)
 
 @dataclass(frozen=True)
 class CachePolicy:
-    """What the breakpoints need to know of the model: its minimum cacheable prefix.
-
-    ``estimator`` sizes the prefixes; without one, the minimum is not checked.
-    """
+    """What the breakpoints need to know of the model: its minimum cacheable prefix, checked
+    only when an ``estimator`` sizes the prefixes."""
 
     min_tokens: int = 0
     estimator: Estimator | None = None

@@ -175,11 +175,8 @@ class SummarizationMiddleware(Compacting, PassThrough):
         return keep_boundary(messages, keep, min_index=first_real + 1, starts=starts)
 
     def can_evict(self, messages: Sequence[Message], *, head_present: bool) -> bool:
-        """Whether a compaction of these outgoing messages would evict anything at all.
-
-        The ``compact_conversation`` tool asks this before promising a compaction, so a
-        request that cannot be honoured is answered in its result, not left pending.
-        """
+        """The ``compact_conversation`` tool asks this (:class:`CanCompact`) before promising a
+        compaction: one that cannot be honoured is answered in its result, not left pending."""
         return self._boundary(messages, 1 if head_present else 0) is not None
 
     def _presummary_due(self, call: ModelCall, tokens: int) -> bool:
