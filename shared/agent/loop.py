@@ -63,8 +63,7 @@ from hango.tools.builtin import NOTHING_TO_COMPACT, ToolRegistry, calling_sessio
 
 log = logging.getLogger(__name__)
 
-# Rungs of the overflow ladder: the first call, then forced compaction, then mechanical
-# truncation. A third overflow fails the run.
+# The overflow ladder (see the module docstring): the first call, then its two retries.
 _LADDER: tuple[CompactionReason | None, ...] = (None, "overflow", "truncate")
 
 
@@ -117,11 +116,6 @@ class SessionMemory:
         self.dropped = self.transcript[count - 1].seq
         del self.transcript[:count]
         return count
-
-    def reread_from(self, seq: int) -> None:
-        """Hold nothing before ``seq``; the messages from there are read from the store."""
-        self.transcript.clear()
-        self.dropped = seq - 1
 
 
 # One loop may serve many sessions for as long as its process lives: it remembers only the
@@ -249,7 +243,12 @@ class AgentLoop:
         when that wait runs out)."""
         message = self._user_message(user_input)
         with self._holding(session_id) as lease:
-            return self._run_held_turn(session_id, message, lease)
+            if lease is not None:
+                # Holding the lease, a run still "running" is one whose process died.
+                self._resume_unfinished(session_id, lease)
+            ctx = self.begin_turn(session_id)
+            ctx.lease = lease
+            return self._closing(ctx, partial(self._answer, message))
 
     @contextmanager
     def _holding(self, session_id: str) -> Iterator[TurnLease | None]:
@@ -265,16 +264,6 @@ class AgentLoop:
         run and state, so the same job keys (a summary it dispatched is reused)."""
         with self._holding(session_id) as lease:
             return self._resume_unfinished(session_id, lease)
-
-    def _run_held_turn(
-        self, session_id: str, message: Message, lease: TurnLease | None
-    ) -> TurnResult:
-        if lease is not None:
-            # Holding the lease, a run still "running" is one whose process died.
-            self._resume_unfinished(session_id, lease)
-        ctx = self.begin_turn(session_id)
-        ctx.lease = lease
-        return self._closing(ctx, partial(self._answer, message))
 
     def _answer(self, message: Message, ctx: TurnContext) -> None:
         self._close_unanswered_results(ctx)
@@ -623,19 +612,17 @@ class AgentLoop:
         if from_seq <= memory.dropped:
             # An older state than the one memory was trimmed for (a turn whose append
             # failed keeps the state it began with): read the messages back.
-            memory.reread_from(from_seq)
+            memory.transcript.clear()
+            memory.dropped = from_seq - 1
             ctx.in_step = False
         transcript = self._transcript(ctx)
         first = bisect.bisect_left(transcript, from_seq, key=attrgetter("seq"))
         return transcript, first - memory.drop(first)
 
     def _transcript(self, ctx: TurnContext) -> list[StoredMessage]:
-        """The session's stored messages, kept in memory and topped up from the store.
-
-        The same message objects across calls keep the estimator's cache warm: a call costs
-        O(new messages), not O(history). The store is read once per turn; within it only
-        this loop appends (the lease fences out anyone else), so the list stays complete.
-        """
+        """The session's stored messages, kept in memory and topped up from the store (see
+        ``TurnContext.in_step``; the lease fences out anyone else's appends): the same
+        objects across calls keep the estimator's cache warm, a call costs O(new messages)."""
         cached = ctx.memory.transcript
         if ctx.in_step:
             return cached

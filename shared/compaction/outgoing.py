@@ -15,8 +15,7 @@ changed because it made every change, and only three things change it:
   begins with what was seen): everything is redone from the stored messages.
 
 What the copy hands out is a :class:`~hango.core.sent.SentMessages` made at its current
-version, a view of its list that never changes: a position a view holds is changed on a
-new list, never in place. Validation runs the rule
+version, a view that never changes (copy on write: see there). Validation runs the rule
 functions of ``validate.py`` at the changed positions and their neighbours (everything
 after a restart or after any check that failed), never a second copy of the rules.
 """

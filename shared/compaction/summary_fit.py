@@ -36,7 +36,6 @@ def briefing_budget(replaced: int, room: int) -> int:
 
 
 def fit_summary(
-    result: SummaryResult,
     job: SummaryJob,
     *,
     room: int,
@@ -44,9 +43,10 @@ def fit_summary(
     estimator: Estimator,
     ask: Callable[[SummaryJob], SummaryResult],
 ) -> SummaryResult:
-    """``result`` when it fits in ``room`` tokens (under the target), else the first rung
+    """``ask(job)`` when it fits in ``room`` tokens (under the target), else the first rung
     that does; failing that, the first that fits ``hard_room`` (under the window); the
     briefing cut to ``hard_room`` as the last resort."""
+    result = ask(job)
     room, hard_room = max(room, MIN_SUMMARY_TOKENS), max(hard_room, MIN_SUMMARY_TOKENS)
     size = estimator.estimate(result.text)
     if size <= room:

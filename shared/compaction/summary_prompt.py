@@ -7,7 +7,7 @@ compaction in peer projects).
 
 The summary request is itself a request the validator must accept: one user message,
 no tools, every ``tool_use``/``tool_result`` of the evicted range rendered as text. Its
-transcript is bounded to ``max_input_chars`` (see :func:`render_transcript`).
+transcript is bounded to ``DEFAULT_SUMMARY_INPUT_CHARS`` (see :func:`render_transcript`).
 
 Everything here is deterministic: the summary message opens the compacted history and
 carries a prompt-cache breakpoint, so the same inputs must give the same bytes.
@@ -76,15 +76,9 @@ SUMMARY_SYSTEM_PROMPT = (
 )
 
 
-def build_summary_request(
-    job: SummaryJob,
-    *,
-    model: str,
-    max_tokens: int,
-    max_input_chars: int = DEFAULT_SUMMARY_INPUT_CHARS,
-) -> Request:
+def build_summary_request(job: SummaryJob, *, model: str, max_tokens: int) -> Request:
     """The summarizer call: one user message holding the previous summary and the transcript."""
-    transcript = render_transcript(job.evicted, max_chars=max_input_chars)
+    transcript = render_transcript(job.evicted)
     return Request(
         model=model,
         max_tokens=max_tokens,
@@ -166,8 +160,7 @@ def render_transcript(
     that does not fit, the middle of the whole transcript is dropped (a quarter of the
     bound from the start, the rest from the end). Every cut is marked in the text.
     """
-    uses = (b for stored in evicted for b in stored.message.blocks() if isinstance(b, ToolUseBlock))
-    names = {use.id: use.name for use in uses}
+    names = {use.id: use.name for stored in evicted for use in stored.message.tool_uses()}
     pieces = [_pieces(stored, names) for stored in evicted]
     # Each cap's length is worked out from the pieces' lengths; only the cap that fits is
     # rendered.

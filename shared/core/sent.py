@@ -34,22 +34,18 @@ class CopySource(Protocol):
     @property
     def breakpoints(self) -> int:
         """``cache_control`` markers in the copy's messages."""
-        ...
 
     def json_parts(self, version: int) -> list[bytes] | None:
         """Each message's serialized JSON (:func:`~hango.core.messages.message_json`), a
         fresh list (``None``: the copy is no longer at ``version``)."""
-        ...
 
     def token_sums(self, estimator: object, split: int, version: int) -> tuple[int, int] | None:
         """The messages' estimate and that of the first ``split`` of them, by ``estimator``
         (``None``: the copy keeps another estimator's figures, or none, or has moved on)."""
-        ...
 
     def changed_since(self, old: int, new: int) -> int | None:
         """The lowest position that changed from version ``old`` to ``new`` (``None``: not
         known): below it, the views made at the two versions hold the same messages."""
-        ...
 
 
 class SentMessages(Prefix["Message"]):

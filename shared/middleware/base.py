@@ -68,13 +68,9 @@ class StateHolder:
         self._corrections: dict[str, float] = {}
 
     def needs_saving(self) -> bool:
-        """Whether a resumed turn would miss something the store does not have yet.
-
-        Everything but the learned token correction counts. The correction moves on every
-        call and is worth little after a crash (the anchors it goes with live in memory),
-        so it is written with the next save, at the latest when the turn ends; a call
-        that changed nothing else writes nothing.
-        """
+        """Whether a resumed turn would miss something the store does not have yet: anything
+        but the learned token corrections, worth little after a crash (their anchors live in
+        memory) and written with the next save, at the latest when the turn ends."""
         if self.state is self._stored:
             return False
         state, stored = self.state, self._stored

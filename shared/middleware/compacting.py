@@ -35,8 +35,6 @@ from hango.middleware.presummary import Presummaries, Presummary, summary_job
 from hango.middleware.summary_route import SummaryRouter
 from hango.middleware.truncating import Truncating
 
-# Stands in for the summary while the room left for it is measured.
-
 # The middleware's own logger: one name for everything it logs.
 log = logging.getLogger("hango.middleware.summarization")
 
@@ -67,9 +65,7 @@ class Compacting(Truncating):
         ready: Presummary,
     ) -> tuple[ModelCall | None, float]:
         """``ready`` installed: ``None`` when it does not match, fails validation, does not
-        fit (see _fits), or its range's offload fails (nothing leaves the request that was
-        not offloaded; offloaded only now, so a pre-summary never installed writes nothing).
-        """
+        fit (see _fits), or its range's offload fails (offloaded only now: see presummary.py)."""
         index = self.presummaries.index_to_install(call, ready, plan.boundary)
         if index is None:
             return None, 0.0
@@ -85,9 +81,7 @@ class Compacting(Truncating):
             log.warning("session %s turn %d: pre-summary invalid here", call.session_id, call.turn)
             return None, waited
         after = self.figure.measure(compacted, record)
-        if not self._fits(call, tokens, after, index, plan):
-            return None, waited
-        if self._offload(call, evicted) is None:
+        if not self._fits(call, tokens, after, index, plan) or self._offload(call, evicted) is None:
             return None, waited
         return self._commit(compacted, record, after), waited
 
@@ -151,12 +145,7 @@ class Compacting(Truncating):
         job = summary_job(call, evicted, self.profile, budget)
         routed = self.router.begin(call, plan.boundary, job, self._summary, replaced)
         fitted = fit_summary(
-            routed.ask(job),
-            job,
-            room=room,
-            hard_room=hard_room,
-            estimator=self.estimator,
-            ask=routed.ask,
+            job, room=room, hard_room=hard_room, estimator=self.estimator, ask=routed.ask
         )
         result = routed.finish(fitted)
         if reason == "threshold":

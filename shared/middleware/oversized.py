@@ -1,6 +1,6 @@
 """The last rung for a newest tool group over the window by itself: previews in the copy.
 
-Used by :class:`~hango.middleware.compacting.Compacting` when no cut can bring the
+Used by :class:`~hango.middleware.truncating.Truncating` when no cut can bring the
 request under the window (a parallel batch stored before batches were bounded): the
 group's tool inputs and results go out cut to a head, a tail and a size note, with
 budgets halving until the request fits. The store keeps them whole.
@@ -29,11 +29,10 @@ def shrinking(window: int) -> Iterator[int]:
 
 def tool_blocks_cut(request: Request, per_block: int, estimator: Estimator) -> Request:
     """The request with every tool input and result over ``per_block`` tokens cut."""
-    messages = tuple(request.messages)
     preview = DEFAULT_PREVIEW_CHARS if per_block >= MIN_PREVIEW_TOKENS else 0
     cut = truncate_tool_args(
-        messages,
-        protect_from=len(messages),
+        request.messages,
+        protect_from=len(request.messages),
         max_tokens=per_block,
         estimator=estimator,
         preview_chars=preview,

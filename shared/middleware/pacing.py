@@ -32,21 +32,16 @@ from hango.core.identity import RecentlyUsed
 Clock = Callable[[], float]
 
 
+@dataclass(kw_only=True, eq=False)
 class Pacer:
-    def __init__(
-        self,
-        *,
-        watermark: int | None,
-        adaptive: bool = True,
-        clock: Clock = time.monotonic,
-        summary_seconds: float | None = None,
-    ) -> None:
-        # ``watermark``: the floor (adaptive) or the fixed start; ``None``: no pre-summaries.
-        self.watermark = watermark
-        self.adaptive = adaptive
-        self.clock = clock
-        # A simulated summarizer latency on ``clock`` (replay); ``None``: measured.
-        self.summary_seconds = summary_seconds
+    # The floor (adaptive) or the fixed start; ``None``: no pre-summaries.
+    watermark: int | None
+    adaptive: bool = True
+    clock: Clock = time.monotonic
+    # A simulated summarizer latency on ``clock`` (replay); ``None``: measured.
+    summary_seconds: float | None = None
+
+    def __post_init__(self) -> None:
         self.latencies = SummaryLatencies()
         self._paces: RecentlyUsed[SessionPace] = RecentlyUsed()
 

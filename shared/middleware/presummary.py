@@ -77,25 +77,18 @@ class Presummary:
     ref: JobRef | None = None
 
 
+@dataclass(kw_only=True, eq=False)
 class Presummaries:
     """The pre-summaries of one middleware's sessions, at most one per session."""
 
-    def __init__(
-        self,
-        *,
-        profile: ModelProfile,
-        estimator: Estimator,
-        estimate: RequestEstimate,
-        work: Callable[[SummaryJob], SummaryResult],
-        pacer: Pacer,
-        router: SummaryRouter,
-    ) -> None:
-        self.profile = profile
-        self.estimator = estimator
-        self.estimate = estimate
-        self._work = work
-        self.pacer = pacer
-        self.router = router
+    profile: ModelProfile
+    estimator: Estimator
+    estimate: RequestEstimate
+    work: Callable[[SummaryJob], SummaryResult]
+    pacer: Pacer
+    router: SummaryRouter
+
+    def __post_init__(self) -> None:
         self.items: dict[str, Presummary] = {}
         self._lock = threading.Lock()
         # Its threads start with the first pre-summary submitted.
@@ -109,9 +102,8 @@ class Presummaries:
         The range is the one the trigger's boundary is projected to evict (tool groups
         kept whole, anchored by sequence numbers, the messages still to come counted in
         its keep share: ``boundary(ahead)``); at the trigger more messages exist, so the
-        trigger's range starts with this one. Nothing is dispatched while a pre-summary of
-        the session is in flight, or is ready, projected to fit and covering enough; a
-        ready one that does not is extended (:meth:`_outgrown`, :meth:`_short_of`).
+        trigger's range starts with this one. When a ready one is extended instead: see the
+        module docstring, :meth:`_outgrown` and :meth:`_short_of`.
         """
         with self._lock:
             current = self.items.get(call.session_id)
@@ -157,7 +149,7 @@ class Presummaries:
         job = summary_job(call, evicted, self.profile, budget, extended)
         # Routed now, on the turn's thread; an extension's range is priced as it is built.
         reads = None if extended is not None else before
-        routed = self.router.begin(call, at, job, self._work, reads, PRESUMMARY_OPENING)
+        routed = self.router.begin(call, at, job, self.work, reads, PRESUMMARY_OPENING)
         # The dispatching turn's context (its trace span) goes along to the pool's thread.
         context = contextvars.copy_context()
         started = self.pacer.clock()

@@ -71,10 +71,8 @@ _CACHEABLE = (TextBlock, ImageBlock, ToolUseBlock, ToolResultBlock)
 
 @dataclass(frozen=True)
 class CachePolicy:
-    """What the breakpoints need to know of the model: its minimum cacheable prefix.
-
-    ``estimator`` sizes the prefixes; without one, the minimum is not checked.
-    """
+    """What the breakpoints need to know of the model: its minimum cacheable prefix, checked
+    only when an ``estimator`` sizes the prefixes."""
 
     min_tokens: int = 0
     estimator: Estimator | None = None
@@ -132,7 +130,9 @@ def place_breakpoints(
 ) -> Request:
     """A copy of ``request`` with the breakpoints set, as far as the limit allows."""
     policy = policy or CachePolicy()
-    budget = MAX_BREAKPOINTS - count_breakpoints(request) - _automatic(request)
+    # Top-level automatic caching takes one of the four slots.
+    automatic = (request.model_extra or {}).get("cache_control") is not None
+    budget = MAX_BREAKPOINTS - count_breakpoints(request) - automatic
     chosen: list[_Target] = []
     for target in _targets(request, stable_system_index, summary_message, changed_from):
         if len(chosen) >= budget:
@@ -142,11 +142,6 @@ def place_breakpoints(
         if _reaches(request, target, policy):
             chosen.append(target)
     return _marked(request, chosen, policy) if chosen else request
-
-
-def _automatic(request: Request) -> int:
-    """Top-level automatic caching takes one of the four slots."""
-    return 1 if (request.model_extra or {}).get("cache_control") is not None else 0
 
 
 def _targets(
@@ -189,13 +184,10 @@ def _bridge(messages: Sequence[Message], newest: tuple[int, int]) -> tuple[int, 
     (the reply and what answered it are what this call adds).
     """
     reply = next((i for i in range(newest[0], -1, -1) if messages[i].role == "assistant"), None)
-    if reply is None:
-        return None
-    previous = _last_markable(messages, reply - 1)
+    previous = None if reply is None else _last_markable(messages, reply - 1)
     if previous is None:
         return None
-    distance = _blocks_between(messages, previous, newest)
-    return previous if distance >= LOOKBACK_BLOCKS else None
+    return previous if _blocks_between(messages, previous, newest) >= LOOKBACK_BLOCKS else None
 
 
 def _blocks_between(
@@ -210,11 +202,8 @@ def _blocks_between(
 
 def _reaches(request: Request, target: _Target, policy: CachePolicy) -> bool:
     """Whether the prefix through ``target`` is estimated at the minimum cacheable length
-    or more (always, without an estimator).
-
-    Adds messages from the start only until the minimum is reached: a few thousand
-    tokens, a handful of messages however long the history.
-    """
+    or more (always, without an estimator); messages are added from the start only until
+    the minimum is reached, a handful however long the history."""
     minimum, fixed = policy.min_tokens, policy.fixed
     if fixed is None or minimum <= 0:
         return True
@@ -264,10 +253,8 @@ def _with_markers(blocks: Sequence[BlockT], at: Collection[int]) -> tuple[BlockT
 
 
 def _cacheable(block: ContentBlock) -> bool:
-    if not isinstance(block, _CACHEABLE):
-        return False
     # The API refuses cache_control on an empty text block.
-    return not (isinstance(block, TextBlock) and not block.text)
+    return isinstance(block, _CACHEABLE) and not (isinstance(block, TextBlock) and not block.text)
 
 
 def _already_marked(request: Request, target: _Target) -> bool:

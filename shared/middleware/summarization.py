@@ -152,16 +152,11 @@ class SummarizationMiddleware(Compacting, PassThrough):
         return self._summarize(call, reason, tokens, plan)
 
     def _plan(self, call: ModelCall) -> Plan | None:
-        """The keep boundary: the raw keep window moved back to a group start.
-
-        The summary keeps at least ``keep_frac`` of the messages, as documented; it never
-        moves the boundary forward to reach a token target. A kept part that is still over
-        the window after the summary is mechanically truncated (``wrap``), which is the
-        rung that aims at the post-compaction target.
-        """
-        first_real = call.first_real
+        """The keep boundary: the raw keep window moved back to a group start. It keeps at
+        least ``keep_frac`` of the messages, as documented, and never moves forward to reach
+        a token target: a kept part still over the window is truncated (``_compacted``)."""
         starts = group_starts(call.request.messages)
-        boundary = self._boundary(call.request.messages, first_real, starts=starts)
+        boundary = self._boundary(call.request.messages, call.first_real, starts=starts)
         if boundary is None:
             return None
         # The boundary is one of the group starts, so there is a newest one.
@@ -180,11 +175,8 @@ class SummarizationMiddleware(Compacting, PassThrough):
         return keep_boundary(messages, keep, min_index=first_real + 1, starts=starts)
 
     def can_evict(self, messages: Sequence[Message], *, head_present: bool) -> bool:
-        """Whether a compaction of these outgoing messages would evict anything at all.
-
-        The ``compact_conversation`` tool asks this before promising a compaction, so a
-        request that cannot be honoured is answered in its result, not left pending.
-        """
+        """The ``compact_conversation`` tool asks this (:class:`CanCompact`) before promising a
+        compaction: one that cannot be honoured is answered in its result, not left pending."""
         return self._boundary(messages, 1 if head_present else 0) is not None
 
     def _presummary_due(self, call: ModelCall, tokens: int) -> bool:

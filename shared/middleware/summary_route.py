@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from hango.compaction.jobs import SummaryJob, SummaryResult
@@ -86,12 +86,12 @@ class PrefixSummarizer(Protocol):
     def summarize(self, job: SummaryJob, request: Request) -> SummaryResult: ...
 
 
+@dataclass(frozen=True)
 class ProviderPrefix:
     """The prefix route on the agent's provider, under one deadline."""
 
-    def __init__(self, provider: Provider, timeout: float) -> None:
-        self.provider = provider
-        self.timeout = timeout
+    provider: Provider
+    timeout: float
 
     def summarize(self, job: SummaryJob, request: Request) -> SummaryResult:
         try:
@@ -133,31 +133,22 @@ class _Choice:
     kept: int = 0
 
 
+@dataclass(kw_only=True, eq=False)
 class SummaryRouter:
     """Chooses each in-process summary's route and makes it (see the module docstring)."""
 
-    def __init__(
-        self,
-        *,
-        prices: RouterPrices,
-        estimator: Estimator,
-        sent: SentRequests,
-        prefix: PrefixSummarizer | None = None,
-        caches: bool = False,
-        window: int,
-        setting: RouteSetting = "auto",
-        closed: str = "no prefix summarizer in this process",
-    ) -> None:
-        self.prices = prices
-        self.estimator = estimator
-        self._prompt = estimator.estimate(SUMMARY_SYSTEM_PROMPT)
-        self.sent = sent
-        self.prefix = prefix
-        self.caches = caches
-        # The agent's window: the prefix plus the instruction must fit it.
-        self.window = window
-        self.setting = setting
-        self.closed = closed
+    prices: RouterPrices
+    estimator: Estimator
+    sent: SentRequests
+    prefix: PrefixSummarizer | None = None
+    caches: bool = False
+    # The agent's window: the prefix plus the instruction must fit it.
+    window: int
+    setting: RouteSetting = "auto"
+    closed: str = "no prefix summarizer in this process"
+
+    def __post_init__(self) -> None:
+        self._prompt = self.estimator.estimate(SUMMARY_SYSTEM_PROMPT)
 
     def begin(
         self,
@@ -239,19 +230,17 @@ def _kept_verbatim(call: ModelCall, sent: Request, boundary: int) -> int | None:
     return count - boundary
 
 
+@dataclass(eq=False)
 class RoutedSummary:
     """One compaction's summary on its chosen route; every call it makes is priced."""
 
-    def __init__(
-        self, router: SummaryRouter, choice: _Choice, by_range: RangeAsk, *, opening: str = ""
-    ) -> None:
-        self.router = router
-        self.choice = choice
-        self.by_range = by_range
-        # What the recorded reason opens with: a pre-summary's says it is one.
-        self.opening = opening
-        self.spent = 0.0
-        self.failed: str | None = None
+    router: SummaryRouter
+    choice: _Choice
+    by_range: RangeAsk
+    # What the recorded reason opens with: a pre-summary's says it is one.
+    opening: str = field(default="", kw_only=True)
+    spent: float = field(default=0.0, init=False)
+    failed: str | None = field(default=None, init=False)
 
     def ask(self, job: SummaryJob) -> SummaryResult:
         if self.choice.name == "prefix" and self.failed is None:

@@ -24,7 +24,6 @@ from hango.tokens.measure import (
     can_count_tokens,
     learned_correction,
     measure_input_tokens,
-    near,
 )
 
 
@@ -35,26 +34,19 @@ class _Figures:
     anchor: Anchor | None = None
 
 
+@dataclass(kw_only=True, eq=False)
 class TokenFigure:
     """Measures a session's successive requests; one per summarization middleware."""
 
-    def __init__(
-        self,
-        *,
-        profile: ModelProfile,
-        estimator: Estimator,
-        counter: Provider,
-        count_timeout: float,
-        observer: LoopObserver,
-        count_band: float,
-    ) -> None:
-        self.profile = profile
-        self.estimator = estimator
-        self.estimate = RequestEstimate(estimator)
-        self.counter = counter
-        self.count_timeout = count_timeout
-        self.observer = observer
-        self.count_band = count_band
+    profile: ModelProfile
+    estimator: Estimator
+    counter: Provider
+    count_timeout: float
+    observer: LoopObserver
+    count_band: float
+
+    def __post_init__(self) -> None:
+        self.estimate = RequestEstimate(self.estimator)
         self._figures: RecentlyUsed[_Figures] = RecentlyUsed()
 
     def measure(self, call: ModelCall, record: CompactionRecord | None = None) -> int:
@@ -73,7 +65,8 @@ class TokenFigure:
         figure = anchor.figure(estimate, correction) if anchor else round(estimate * correction)
         source = "anchored" if anchor else "estimate"
         trigger = self.profile.trigger_tokens
-        settled = anchor is not None and not near(figure, trigger, self.count_band)
+        # Within the band of the trigger, either way, the figure's error matters.
+        settled = anchor is not None and abs(figure - trigger) > self.count_band * trigger
         if not settled and can_count_tokens(self.counter):
             measured = measure_input_tokens(
                 call.request,

@@ -42,13 +42,10 @@ STEP_ABOVE_TRIGGER_FRAC = 0.5
 
 
 class ToolArgTruncationMiddleware(PassThrough):
-    """Sticky, batched truncation of old tool blocks, paying per call only for what changed.
-
-    The session's outgoing copy (``call.copy``) makes the step: it keeps what truncation
-    makes of each position, with running sums of the blocks cut and tokens saved, so
-    deciding on a step and sending the truncated copy cost O(appended), not a pass over
-    the history. Messages the copy did not make are truncated by the plain function.
-    """
+    """Sticky, batched truncation of old tool blocks, paying per call only for what changed:
+    the session's outgoing copy (``call.copy``) keeps each position's truncated form and
+    running sums of what truncation saves (``outgoing.py``); messages it did not make are
+    truncated by the plain function."""
 
     def __init__(
         self,

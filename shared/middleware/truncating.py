@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from hango.compaction.groups import group_starts
 from hango.compaction.head import head_message
 from hango.compaction.jobs import HistoryOffloader, OffloadJob
-from hango.compaction.mechanical import drop_oldest_groups
+from hango.compaction.mechanical import Measure, drop_oldest_groups
 from hango.compaction.record import CompactionRecord
 from hango.core.errors import CannotFitError
 from hango.core.messages import Message, StoredMessage
@@ -88,7 +88,7 @@ class Truncating:
         # goes out without it (the summary and the history file still hold it).
         for quote_request in (True, False):
             try:
-                cut = self._fitting_cut(call, body, head_message(previous), measure, at_least)
+                cut = self._fitting_cut(call, body, measure, at_least)
                 break
             except CannotFitError:
                 if not quote_request or record_for(len(body), None).user_request is None:
@@ -111,13 +111,9 @@ class Truncating:
         first_real: int,
         scale: float,
     ) -> ModelCall:
-        """The last rung: only the newest group is kept, its tool blocks cut to previews.
-
-        A tool group is never split, so a group larger than the window by itself (a batch
-        stored before batches were bounded) would fail every later call. The store keeps
-        it whole; the copy sends each large input and result as a head, a tail and a size
-        note, smaller and smaller until the request fits the window.
-        """
+        """The last rung (``oversized.py``): only the newest group is kept, its tool blocks
+        cut to previews. A tool group is never split, so one larger than the window by
+        itself would fail every later call."""
         starts = group_starts(body)
         if not starts:
             raise self._cannot_fit(call, body, scale)
@@ -176,12 +172,7 @@ class Truncating:
         return tokens / estimate if tokens > 0 and estimate > 0 else 1.0
 
     def _fitting_cut(
-        self,
-        call: ModelCall,
-        body: Sequence[Message],
-        head: Message,
-        measure: Callable[[Sequence[Message]], int],
-        at_least: int,
+        self, call: ModelCall, body: Sequence[Message], measure: Measure, at_least: int
     ) -> int:
         """The smallest cut under the post-compaction target, else the trigger, else the window.
 
@@ -193,6 +184,7 @@ class Truncating:
         """
         window = window_of(call, self.profile)
         target = min(int(window * self.profile.target_frac), self.profile.trigger_tokens)
+        head = head_message(call.run_state.latest)
         for limit in (target, self.profile.trigger_tokens, window):
             for minimum in dict.fromkeys((at_least, 0)):
                 try:

@@ -1,9 +1,6 @@
-"""The estimator contract.
-
-An estimate covers the *whole* request: system blocks, every block of every message, the
-serialized tool definitions, and fixed per-message and per-tool overheads. Estimating only
-``messages`` misses the largest fixed cost of a request.
-"""
+"""The estimator contract: an estimate covers the *whole* request, system blocks, tool
+definitions and the API's framing included (``framing.py``); estimating only ``messages``
+misses the largest fixed cost of a request."""
 
 from __future__ import annotations
 

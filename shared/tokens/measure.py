@@ -185,8 +185,3 @@ def learned_correction(previous: float | None, estimate: int, real: int) -> floa
     """
     ratio = real / estimate if estimate > 0 else 1.0
     return ratio if previous is None else (previous + ratio) / 2
-
-
-def near(figure: int, target: int, band: float) -> bool:
-    """Whether ``figure`` lies within ``band`` (a fraction) of ``target`` either way."""
-    return abs(figure - target) <= band * target

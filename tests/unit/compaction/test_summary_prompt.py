@@ -157,7 +157,7 @@ def test_any_history_gives_a_valid_bounded_summary_request(
     history: tuple[Message, ...], bound: int
 ) -> None:
     evicted = stored(history)
-    request = build_summary_request(job(evicted), model="m", max_tokens=100, max_input_chars=bound)
+    request = build_summary_request(job(evicted), model="m", max_tokens=100)
     assert validate_request(request) == []
     assert not any(isinstance(b, ToolUseBlock) for m in request.messages for b in m.blocks())
     assert len(render_transcript(evicted, max_chars=bound)) <= bound

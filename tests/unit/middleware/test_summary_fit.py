@@ -83,14 +83,7 @@ def _job() -> SummaryJob:
 
 def test_a_briefing_too_large_even_for_the_window_is_cut_with_a_note() -> None:
     huge = SummaryResult(text=HUGE, summarizer="llm")
-    fitted = fit_summary(
-        huge,
-        _job(),
-        room=100,
-        hard_room=200,
-        estimator=ESTIMATE,
-        ask=lambda job: SummaryResult(text=HUGE, summarizer="llm"),
-    )
+    fitted = fit_summary(_job(), room=100, hard_room=200, estimator=ESTIMATE, ask=lambda job: huge)
     assert ESTIMATE.estimate(fitted.text) <= 200
     assert fitted.text.endswith("the full history is in the file]")
     assert "cut to 200 tokens" in (fitted.fallback_reason or "")
@@ -98,7 +91,8 @@ def test_a_briefing_too_large_even_for_the_window_is_cut_with_a_note() -> None:
 
 def test_a_summary_that_fits_is_returned_as_it_came() -> None:
     fine = SummaryResult(text="A short briefing.", summarizer="llm")
-    assert fit_summary(fine, _job(), room=100, hard_room=200, estimator=ESTIMATE, ask=None) is fine  # type: ignore[arg-type]
+    fitted = fit_summary(_job(), room=100, hard_room=200, estimator=ESTIMATE, ask=lambda job: fine)
+    assert fitted is fine
 
 
 def test_the_installed_summary_accounts_for_every_summarizer_call_made_for_it() -> None:
@@ -110,8 +104,9 @@ def test_the_installed_summary_accounts_for_every_summarizer_call_made_for_it() 
     again = SummaryResult(
         text=HUGE, summarizer="llm", usage=Usage(input_tokens=950, output_tokens=60)
     )
+    answers = iter((first, again))
     fitted = fit_summary(
-        first, _job(), room=100, hard_room=20_000, estimator=ESTIMATE, ask=lambda job: again
+        _job(), room=100, hard_room=20_000, estimator=ESTIMATE, ask=lambda job: next(answers)
     )
     assert fitted.summarizer == "extractive"
     assert fitted.usage == Usage(input_tokens=1850, output_tokens=140)

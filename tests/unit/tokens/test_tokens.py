@@ -33,10 +33,10 @@ from hango.tokens import (
     HeuristicEstimator,
     TiktokenEstimator,
     make_estimator,
-    measure_input_tokens,
 )
 from hango.tokens.framing import IMAGE_TOKENS, TOOLS_PREAMBLE, compact_json
 from hango.tokens.heuristic import BYTES_PER_TOKEN, utf8_length
+from hango.tokens.measure import measure_input_tokens
 from hango.tokens.tiktoken_estimator import LARGE_TEXT_CHARS, TokenEncoding
 from tests.scripted_counter import ScriptedCounter
 
