@@ -421,7 +421,15 @@ class StoredMessage:
     message: Message
     # The message's part of a request body (:func:`message_json`) when the store already
     # held it in that form: the outgoing copy sends it instead of serializing the message
-    # again. Not part of what the message is (equality), nor of a job's payload.
+    # again. Not part of what the message is (equality), nor of a job's payload, nor of a
+    # ``dataclasses.replace`` copy (whose message may be another): see :meth:`as_stored`.
     json_part: Annotated[bytes | None, Field(exclude=True)] = dataclasses.field(
-        default=None, compare=False, repr=False
+        default=None, init=False, compare=False, repr=False
     )
+
+    @classmethod
+    def as_stored(cls, seq: int, turn: int, message: Message, part: bytes) -> StoredMessage:
+        """The stored message with ``part``, which must be ``message_json(message)``."""
+        stored = cls(seq, turn, message)
+        object.__setattr__(stored, "json_part", part)  # frozen: set once, at birth
+        return stored

@@ -777,7 +777,7 @@ def _message_rows(
     stored, rows = [], []
     for seq, (message, estimate) in enumerate(batch, start=first):
         part = message_json(message)
-        stored.append(StoredMessage(seq=seq, turn=turn, message=message, json_part=part))
+        stored.append(StoredMessage.as_stored(seq, turn, message, part))
         rows.append(
             {
                 "session_id": session_id,
@@ -801,8 +801,9 @@ def _read_message(seq: int, turn: int, content: str) -> StoredMessage:
     Rows of older versions (spaced JSON, the JSON type's own dump) are serialized again.
     """
     message = Message.model_validate_json(content)
-    compact = content.startswith('{"role":"')
-    return StoredMessage(seq, turn, message, (b"," + content.encode()) if compact else None)
+    if not content.startswith('{"role":"'):
+        return StoredMessage(seq, turn, message)
+    return StoredMessage.as_stored(seq, turn, message, b"," + content.encode())
 
 
 def _now() -> datetime:

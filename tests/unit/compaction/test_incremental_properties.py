@@ -100,7 +100,7 @@ class Session:
         # With the JSON the store holds for it, which the copy sends where it sends the
         # stored message unchanged.
         part = message_json(message)
-        self.stored.append(StoredMessage(len(self.stored) + 1, turn, message, json_part=part))
+        self.stored.append(StoredMessage.as_stored(len(self.stored) + 1, turn, message, part))
 
     def step(self, action: str, pick: int) -> Request | None:
         if action == "append" and self.pending:
@@ -227,7 +227,7 @@ def test_a_copy_over_the_stored_json_serializes_only_the_forms_it_made(
         Message(role="assistant", content="ok"),
         results(result("toolu_9")),  # answers no call: repaired, another form
     )
-    stored = [StoredMessage(n + 1, 1, m, json_part=message_json(m)) for n, m in enumerate(history)]
+    stored = [StoredMessage.as_stored(n + 1, 1, m, message_json(m)) for n, m in enumerate(history)]
     serialized: list[Message] = []
     monkeypatch.setattr(outgoing, "message_json", lambda m: serialized.append(m) or message_json(m))
     copy = OutgoingCopy(ESTIMATOR)

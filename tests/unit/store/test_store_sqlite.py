@@ -6,6 +6,7 @@ the same classes against PostgreSQL, which is the proof that the real path works
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -197,7 +198,12 @@ class StoreContract:
         parts = [message_json(message) for _, message in conversation]
         assert [b"," + content.encode() for content in raw] == parts
         assert [stored.json_part for stored in appended] == parts
-        assert [stored.json_part for stored in store.messages("s1")] == parts
+        loaded = store.messages("s1")
+        assert [stored.json_part for stored in loaded] == parts
+        # A copy of one with another message does not carry the first one's JSON.
+        other = dataclasses.replace(loaded[0], message=Message(role="user", content="other"))
+        assert other.json_part is None
+        assert dataclasses.replace(loaded[0]).json_part is None
 
     def test_a_row_an_older_version_wrote_spaced_is_read_without_a_part(self, store: Store) -> None:
         store.ensure_session("s1", "m")
