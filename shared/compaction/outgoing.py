@@ -325,10 +325,9 @@ class OutgoingCopy:
     def _json_of(self, index: int, message: Message) -> bytes:
         """``message_json(message)``: as the store holds it when ``message`` is the stored
         message sent at ``index`` unchanged (a restarted session serializes nothing)."""
-        part = self._parts[index]
-        return (
-            part if part is not None and message is self._repaired[index] else message_json(message)
-        )
+        if (part := self._parts[index]) is not None and message is self._repaired[index]:
+            return part
+        return message_json(message)
 
     def _changed(self, index: int) -> None:
         """Note a change at ``index`` on the way from the current version to the next."""

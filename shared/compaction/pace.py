@@ -123,8 +123,7 @@ class SessionPace:
 def _most_over(totals: list[int], calls: int) -> int:
     """The largest sum of ``calls`` consecutive rounds (at most as many as there are), from
     the rounds' running totals: each window's sum is a difference of two of them."""
-    most: int = max(map(operator.sub, totals[calls:], totals))
-    return most
+    return int(max(map(operator.sub, totals[calls:], totals)))
 
 
 @dataclass
