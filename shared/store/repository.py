@@ -32,6 +32,7 @@ from sqlalchemy import (
     Float,
     Row,
     Text,
+    TypeDecorator,
     bindparam,
     cast,
     event,
@@ -39,8 +40,10 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
 from hango.compaction.record import RunState
 from hango.core.errors import ConfigError, SchemaNotReadyError, UnknownSessionError
@@ -79,9 +82,23 @@ _LATEST_STATE = (
 _RUN_ID = select(runs.c.id).where(
     runs.c.session_id == bindparam("sid"), runs.c.turn == bindparam("run_turn")
 )
+
+
+class _JsonOnPostgres(TypeDecorator[str]):
+    """JSON text cast to ``json`` where the value is bound: a driver that types its
+    parameters (psycopg 3, asyncpg) sends it as ``varchar``, which the column refuses."""
+
+    impl = Text
+    cache_ok = True
+
+    def bind_expression(self, bindvalue: BindParameter[str]) -> ColumnElement[str]:
+        return cast(bindvalue, postgresql.JSON)
+
+
 # The content bound as the text it already is (the message's compact JSON), not as a value
-# for the JSON type to serialize again.
-_INSERT_MESSAGES = messages.insert().values(content=bindparam("content", type_=Text()))
+# for the JSON type to serialize again (SQLite: no cast, a type named JSON is NUMERIC there).
+_JSON_TEXT = Text().with_variant(_JsonOnPostgres(), "postgresql")
+_INSERT_MESSAGES = messages.insert().values(content=bindparam("content", type_=_JSON_TEXT))
 _SAVE_STATE = (
     update(runs)
     .where(runs.c.id == bindparam("run_id"))

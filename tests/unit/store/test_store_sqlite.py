@@ -23,6 +23,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, Text, cast, event, inspect, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from hango.compaction.record import CompactionRecord, RunState
 from hango.core.errors import (
@@ -36,7 +37,7 @@ from hango.core.price import Price
 from hango.cost.meter import UsageTotals
 from hango.store import MessageEstimate, RunInfo, Store
 from hango.store.leases import SessionLeases
-from hango.store.repository import engine_from_url
+from hango.store.repository import _INSERT_MESSAGES, engine_from_url
 from hango.store.tables import messages, metadata
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -804,3 +805,16 @@ def test_four_processes_opening_a_fresh_database_at_once_all_start(tmp_path: Pat
         ]
         assert not failed, failed[0][-2000:]
         assert [out.strip() for out, _ in outcomes] == ["0"] * 4
+
+
+@pytest.mark.parametrize("driver", ["psycopg2", "psycopg", "asyncpg"])
+def test_a_rows_json_text_is_cast_to_json_on_postgres_whatever_the_driver(driver: str) -> None:
+    # A driver that types its parameters sends text as varchar, which a json column
+    # refuses without the cast; SQLite gets none (a type named JSON is NUMERIC there).
+    keys = ["session_id", "seq", "turn", "role", "content", "created_at"]
+    on_postgres = _INSERT_MESSAGES.compile(
+        dialect=getattr(postgresql, driver).dialect(), column_keys=keys
+    )
+    assert "CAST(" in str(on_postgres).split("VALUES")[1]
+    on_sqlite = _INSERT_MESSAGES.compile(dialect=sqlite.dialect(), column_keys=keys)
+    assert "CAST(" not in str(on_sqlite)
