@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import sqlalchemy
+from pydantic_core import PydanticSerializationError
 from sqlalchemy import (
     BigInteger,
     Connection,
@@ -46,7 +47,12 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
 from hango.compaction.record import RunState
-from hango.core.errors import ConfigError, SchemaNotReadyError, UnknownSessionError
+from hango.core.errors import (
+    ConfigError,
+    InvalidInputError,
+    SchemaNotReadyError,
+    UnknownSessionError,
+)
 from hango.core.ids import validate_session_id
 from hango.core.messages import Message, StoredMessage, message_json
 from hango.cost.meter import UsageTotals
@@ -793,7 +799,13 @@ def _message_rows(
     """
     stored, rows = [], []
     for seq, (message, estimate) in enumerate(batch, start=first):
-        part = message_json(message)
+        try:
+            part = message_json(message)
+        except PydanticSerializationError as error:  # a lone surrogate: not UTF-8 text
+            raise InvalidInputError(
+                f"session {session_id}: message {seq - first + 1} of the batch cannot be "
+                f"sent as JSON ({error}); nothing of the batch was stored"
+            ) from None
         stored.append(StoredMessage.as_stored(seq, turn, message, part))
         rows.append(
             {

@@ -28,6 +28,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from hango.compaction.record import CompactionRecord, RunState
 from hango.core.errors import (
     ConfigError,
+    InvalidInputError,
     InvalidSessionIdError,
     TurnLeaseLostError,
     UnknownSessionError,
@@ -219,6 +220,21 @@ class StoreContract:
 
         assert loaded.message == message
         assert loaded.json_part is None  # serialized again where sent, never sent spaced
+
+    def test_a_message_that_cannot_be_json_is_refused_and_nothing_of_its_batch_stored(
+        self, store: Store
+    ) -> None:
+        store.ensure_session("s1", "m")
+        kept = store.append_message("s1", 1, Message(role="user", content="fine"))
+        # A lone surrogate, as json.loads makes of a client's "\ud83d" escape.
+        broken = Message(role="assistant", content="half an emoji: \ud83d")
+
+        with pytest.raises(InvalidInputError, match="message 2 of the batch cannot be sent"):
+            store.append_messages(
+                "s1", 2, [(Message(role="assistant", content="ok"), None), (broken, None)]
+            )
+
+        assert store.messages("s1") == [kept]
 
     def test_messages_bounds_are_inclusive_and_ordered(self, store: Store) -> None:
         store.ensure_session("s1", "m")
