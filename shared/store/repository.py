@@ -515,18 +515,14 @@ class Store:
     @once_more_on_disconnect
     def _last_message(self, session_id: str) -> StoredMessage | None:
         query = (
-            select(messages.c.seq, messages.c.turn, messages.c.content)
+            select(messages.c.seq, messages.c.turn, cast(messages.c.content, Text))
             .where(messages.c.session_id == session_id)
             .order_by(messages.c.seq.desc())
             .limit(1)
         )
         with self.engine.connect() as conn:
             row = conn.execute(query).first()
-        if row is None:
-            return None
-        return StoredMessage(
-            seq=row.seq, turn=row.turn, message=Message.model_validate(row.content)
-        )
+        return None if row is None else _read_message(*row)
 
     @once_more_on_disconnect
     def message_estimates(
