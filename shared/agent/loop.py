@@ -207,8 +207,8 @@ class AgentLoop:
     ) -> None:
         self.store = store
         self.price = price  # what the session counters charge for real usage
-        # The estimator whose per-message figures are stored with each message and seeded
-        # back on a restart (None, or one that cannot keep estimates: nothing is stored).
+        # The estimator whose per-message figures are stored with each message and counted
+        # with on a restart (None, or one that cannot keep estimates: nothing is stored).
         self.estimates = estimator if isinstance(estimator, KeepsEstimates) else None
         self.estimator = estimator  # whose figures the outgoing copies keep per message
         self.provider = provider
@@ -628,25 +628,10 @@ class AgentLoop:
             return cached
         last = ctx.memory.last_seq
         after = last + 1 if last else None
-        loaded = self.store.messages(ctx.session_id, from_seq=after)
-        if loaded and self.estimates is not None:
-            self._seed_estimates(ctx.session_id, loaded, self.estimates)
-        cached.extend(loaded)
+        # Each carries the estimate stored with it, which the copy counts with.
+        cached.extend(self.store.messages(ctx.session_id, from_seq=after))
         ctx.in_step = True
         return cached
-
-    def _seed_estimates(
-        self, session_id: str, loaded: list[StoredMessage], estimator: KeepsEstimates
-    ) -> None:
-        """Give the estimator the figures stored with messages read back from the store (its
-        own signature's only), so a restart does not tokenize the whole history again."""
-        figures = self.store.message_estimates(
-            session_id, estimator.signature, from_seq=loaded[0].seq
-        )
-        for item in loaded:
-            tokens = figures.get(item.seq)
-            if tokens is not None:
-                estimator.seed(item.message, tokens)
 
 
 def _refuse_unusable(response: Response) -> None:

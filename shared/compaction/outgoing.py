@@ -26,9 +26,10 @@ import bisect
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from hango.compaction.repair import UsedIds, joined, repair_message
+from hango.compaction.tool_args import Truncation
 from hango.compaction.validate import (
     MAX_BREAKPOINTS,
     Violation,
@@ -46,10 +47,6 @@ from hango.tokens.base import Estimator
 # How many of its latest versions a copy can say what changed since (a meter asks about
 # the previous call's, a few versions back).
 VERSIONS_REMEMBERED = 64
-
-Truncate = Callable[[Message], tuple[Message, int, int]]
-"""What truncation makes of a message: its sent form, the blocks cut, the tokens saved.
-The form keeps the message's role, its blocks' order and their ids (``tool_args.py``)."""
 
 
 class Sums:
@@ -130,7 +127,7 @@ class OutgoingCopy:
     """
 
     _cut: int
-    _truncate: Truncate | None
+    _truncate: Truncation | None
 
     def __init__(self, estimator: Estimator | None = None) -> None:
         self.estimator = estimator
@@ -161,7 +158,7 @@ class OutgoingCopy:
                 self.version += 1
             return self._current(), Prefix(self._seqs, len(self._sent))
 
-    def truncate_below(self, cut: int, truncate: Truncate) -> SentMessages:
+    def truncate_below(self, cut: int, truncate: Truncation) -> SentMessages:
         """The copy with every message below ``cut`` sent in its truncated form."""
         with self._lock:
             self._use(truncate)
@@ -177,7 +174,7 @@ class OutgoingCopy:
                 self._refresh(shortened[first : bisect.bisect_left(shortened, high, lo=first)])
             return self._current()
 
-    def truncation_gain(self, start: int, end: int, truncate: Truncate) -> tuple[int, int]:
+    def truncation_gain(self, start: int, end: int, truncate: Truncation) -> tuple[int, int]:
         """Blocks truncation shortens in ``[start, end)`` and the tokens it saves there."""
         with self._lock:
             self._use(truncate)
@@ -242,8 +239,8 @@ class OutgoingCopy:
         # Only ever appended to (a joined message keeps its first part's number).
         self._seqs: list[int | None] = [] if head is None else [None]
         self._repaired: list[Message] = [] if head is None else [head]
-        # Per position, the JSON the store holds for its repaired form (see ``_json_of``).
-        self._parts: list[bytes | None] = [None] * len(self._repaired)
+        # Per position, the stored message when it is the repaired form (see ``_known``).
+        self._stored: list[StoredMessage | None] = [None] * len(self._repaired)
         self._ids = UsedIds()
         self._cut = 0
         self._truncate = None
@@ -290,14 +287,14 @@ class OutgoingCopy:
                 # The last joined message grows: redo it.
                 self._joined[-1] = joined(self._joined[-1], item.message)
                 self._ids.drop_last()
-                self._repaired[-1], self._parts[-1] = self._repair_last(), None
+                self._repaired[-1], self._stored[-1] = self._repair_last(), None
                 redo_from = min(redo_from, len(self._repaired) - 1)
                 continue
             self._joined.append(item.message)
             self._seqs.append(item.seq)
             repaired = self._repair_last()
             self._repaired.append(repaired)
-            self._parts.append(item.json_part if repaired is item.message else None)
+            self._stored.append(item if repaired is item.message else None)
         return redo_from
 
     def _repair_last(self) -> Message:
@@ -317,17 +314,27 @@ class OutgoingCopy:
             self._sent[index] = message
             self._json[index] = self._json_of(index, message)
         if self.estimator is not None:
-            self._tokens.put(index, self.estimator.estimate_message(message))
+            self._tokens.put(index, self._tokens_of(index, message, self.estimator))
         self._checks.put(index, message)
         if self._checked:  # else the next check looks at every position anyway
             self._unchecked.update((index,) if form else (index - 1, index, index + 1))
 
+    def _known(self, index: int, message: Message) -> StoredMessage | None:
+        """The stored message when it is ``message``, sent at ``index`` unchanged: what the
+        store holds with it (JSON, estimate) is ``message``'s, and a restarted session
+        serializes and counts nothing."""
+        stored = self._stored[index]
+        return stored if stored is not None and stored.message is message else None
+
     def _json_of(self, index: int, message: Message) -> bytes:
-        """``message_json(message)``: as the store holds it when ``message`` is the stored
-        message sent at ``index`` unchanged (a restarted session serializes nothing)."""
-        if (part := self._parts[index]) is not None and message is self._repaired[index]:
-            return part
-        return message_json(message)
+        known = self._known(index, message)
+        return known.json_part if known and known.json_part else message_json(message)
+
+    def _tokens_of(self, index: int, message: Message, estimator: Estimator) -> int:
+        figure = known.estimate if (known := self._known(index, message)) else None
+        if figure and figure[0] == getattr(estimator, "signature", None):
+            return figure[1]
+        return estimator.estimate_message(message)
 
     def _changed(self, index: int) -> None:
         """Note a change at ``index`` on the way from the current version to the next."""
@@ -336,7 +343,7 @@ class OutgoingCopy:
         if len(known) > VERSIONS_REMEMBERED:
             del known[next(iter(known))]
 
-    def _use(self, truncate: Truncate) -> None:
+    def _use(self, truncate: Truncation) -> None:
         """Truncate with ``truncate`` from now on (another one: every form is redone)."""
         if truncate is not self._truncate:
             self._truncate = truncate
@@ -365,7 +372,9 @@ class OutgoingCopy:
         if truncate is None:
             raise RuntimeError("no truncation was given to the outgoing copy")
         for index in range(len(self._forms), min(end, len(self._repaired))):
-            form, blocks, saved = truncate(self._repaired[index])
+            repaired = self._repaired[index]
+            tokens = self._tokens_of(index, repaired, truncate.estimator)
+            form, blocks, saved = truncate(repaired, tokens)
             self._forms.append(form)
             if form is not self._repaired[index]:
                 self._shortened.append(index)

@@ -90,16 +90,16 @@ class _Cutter:
     def fits(self, text: str) -> bool:
         return self.estimator.estimate(text) <= self.max_tokens
 
-    def covers(self, message: Message) -> bool:
-        """Whether every tool block of ``message`` is within budget by the message's own
-        estimate, which the session already holds (counted when the message joined the
-        copy, or stored with it). A :class:`FramedEstimator` counts in it, in full, the
-        very text each block is judged on (an input's compact JSON, a result's text), so
-        it bounds each block's estimate; not a result's several text parts, judged joined.
+    def covers(self, message: Message, tokens: int | None) -> bool:
+        """Whether every tool block of ``message`` is within budget by ``tokens``, the
+        message's own estimate, which the session already holds (counted when the message
+        joined the copy, or stored with it; ``None``: not known, each block is judged). A
+        :class:`FramedEstimator` counts in it, in full, the very text each block is judged
+        on (an input's compact JSON, a result's text), so it bounds each block's estimate;
+        not a result's several text parts, judged joined.
         """
-        if not isinstance(self.estimator, FramedEstimator):
-            return False
-        if self.estimator.estimate_message(message) > self.max_tokens:
+        framed = isinstance(self.estimator, FramedEstimator)
+        if not framed or tokens is None or tokens > self.max_tokens:
             return False
         return all(isinstance(r.content, str | None) for r in message.tool_results())
 
@@ -131,7 +131,7 @@ def truncate_tool_args(
     count = 0
     cutter = _Cutter(estimator, max_tokens, preview_chars)
     for index in range(min(protect_from, len(messages))):
-        message, blocks_cut = _truncate_message(messages[index], cutter)
+        message, blocks_cut = _truncate_message(messages[index], cutter, None)
         if blocks_cut:
             shortened[index] = message
             count += blocks_cut
@@ -143,22 +143,22 @@ def truncate_tool_args(
 class Truncation:
     """What truncation makes of one message under fixed settings, for the outgoing copy
     (which keeps the answer per position): the form sent, the blocks cut and the estimated
-    tokens that saves."""
+    tokens that saves. The form keeps the message's role, its blocks' order and their ids."""
 
     def __init__(self, *, max_tokens: int, estimator: Estimator) -> None:
         self.estimator = estimator
         self._cutter = _Cutter(estimator, max_tokens, DEFAULT_PREVIEW_CHARS)
 
-    def __call__(self, message: Message) -> tuple[Message, int, int]:
-        form, blocks = _truncate_message(message, self._cutter)
+    def __call__(self, message: Message, tokens: int) -> tuple[Message, int, int]:
+        """``tokens``: the message's estimate (by this truncation's estimator)."""
+        form, blocks = _truncate_message(message, self._cutter, tokens)
         if not blocks:
             return message, 0, 0
-        estimate = self.estimator.estimate_message
-        return form, blocks, estimate(message) - estimate(form)
+        return form, blocks, tokens - self.estimator.estimate_message(form)
 
 
-def _truncate_message(message: Message, cutter: _Cutter) -> tuple[Message, int]:
-    if isinstance(message.content, str) or cutter.covers(message):
+def _truncate_message(message: Message, cutter: _Cutter, tokens: int | None) -> tuple[Message, int]:
+    if isinstance(message.content, str) or cutter.covers(message, tokens):
         return message, 0
     blocks: list[ContentBlock] = []
     count = 0

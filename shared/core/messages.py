@@ -426,10 +426,25 @@ class StoredMessage:
     json_part: Annotated[bytes | None, Field(exclude=True)] = dataclasses.field(
         default=None, init=False, compare=False, repr=False
     )
+    # The token estimate stored with the message, as (the estimator's signature, tokens):
+    # the outgoing copy counts with it when its estimator has that signature. Kept as
+    # ``json_part`` is, and for the same reason: a restart counts and serializes nothing.
+    estimate: Annotated[tuple[str, int] | None, Field(exclude=True)] = dataclasses.field(
+        default=None, init=False, compare=False, repr=False
+    )
 
     @classmethod
-    def as_stored(cls, seq: int, turn: int, message: Message, part: bytes) -> StoredMessage:
-        """The stored message with ``part``, which must be ``message_json(message)``."""
+    def as_stored(
+        cls,
+        seq: int,
+        turn: int,
+        message: Message,
+        part: bytes | None,
+        estimate: tuple[str, int] | None = None,
+    ) -> StoredMessage:
+        """The stored message with ``part``, which must be ``message_json(message)`` (or
+        ``None``: not known), and the ``estimate`` stored with it."""
         stored = cls(seq, turn, message)
         object.__setattr__(stored, "json_part", part)  # frozen: set once, at birth
+        object.__setattr__(stored, "estimate", estimate)
         return stored

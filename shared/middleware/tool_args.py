@@ -127,7 +127,8 @@ class ToolArgTruncationMiddleware(PassThrough):
         copy = call.copy
         if copy is not None and copy.made(call.request.messages):
             return copy.truncation_gain(start, end, self.truncation)
-        worked = [self.truncation(message) for message in call.request.messages[start:end]]
+        truncate, estimate = self.truncation, self.truncation.estimator.estimate_message
+        worked = [truncate(m, estimate(m)) for m in call.request.messages[start:end]]
         return sum(w[1] for w in worked), sum(w[2] for w in worked)
 
 

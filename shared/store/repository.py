@@ -139,7 +139,13 @@ _WRITE_COUNTERS_AND_USAGE = _WRITE_COUNTERS.values(
 # Seqs run from 1 and fit the column's 32-bit integer: these bounds leave none out.
 _ALL_SEQS = (0, 2**31 - 1)
 _MESSAGES_BETWEEN = (
-    select(messages.c.seq, messages.c.turn, cast(messages.c.content, Text).label("content"))
+    select(
+        messages.c.seq,
+        messages.c.turn,
+        cast(messages.c.content, Text).label("content"),
+        messages.c.estimator,
+        messages.c.estimated_tokens,
+    )
     .where(
         messages.c.session_id == bindparam("sid"),
         messages.c.seq >= bindparam("lo"),
@@ -211,8 +217,10 @@ def once_more_on_disconnect(method: Callable[P, R]) -> Callable[P, R]:
     return retried
 
 
-# Rows fetched at a time when a session's messages are read back.
-_READ_BATCH = 500
+# Rows fetched at a time when a session's messages are read back. A batch's rows live
+# while its messages are made, and those alive when the collector runs count towards its
+# next full pass: at 500 a restart over 10,000 messages took two full passes, at 200 one.
+_READ_BATCH = 200
 
 
 class Store:
@@ -515,7 +523,13 @@ class Store:
     @once_more_on_disconnect
     def _last_message(self, session_id: str) -> StoredMessage | None:
         query = (
-            select(messages.c.seq, messages.c.turn, cast(messages.c.content, Text))
+            select(
+                messages.c.seq,
+                messages.c.turn,
+                cast(messages.c.content, Text),
+                messages.c.estimator,
+                messages.c.estimated_tokens,
+            )
             .where(messages.c.session_id == session_id)
             .order_by(messages.c.seq.desc())
             .limit(1)
@@ -802,7 +816,8 @@ def _message_rows(
                 f"session {session_id}: message {seq - first + 1} of the batch cannot be "
                 f"sent as JSON ({error}); nothing of the batch was stored"
             ) from None
-        stored.append(StoredMessage.as_stored(seq, turn, message, part))
+        figure = (estimate.estimator, estimate.tokens) if estimate else None
+        stored.append(StoredMessage.as_stored(seq, turn, message, part, figure))
         rows.append(
             {
                 "session_id": session_id,
@@ -818,17 +833,20 @@ def _message_rows(
     return stored, rows
 
 
-def _read_message(seq: int, turn: int, content: str) -> StoredMessage:
-    """A row read back: its content parsed and validated in one pass by pydantic.
+def _read_message(
+    seq: int, turn: int, content: str, estimator: str | None, tokens: int | None
+) -> StoredMessage:
+    """A row read back: its content parsed and validated in one pass by pydantic, with the
+    estimate stored beside it.
 
     Content written by :func:`_message_rows` is the message's compact JSON, which
     serializing the parsed message gives back byte for byte: the copy sends it as it is.
     Rows of older versions (spaced JSON, the JSON type's own dump) are serialized again.
     """
     message = Message.model_validate_json(content)
-    if not content.startswith('{"role":"'):
-        return StoredMessage(seq, turn, message)
-    return StoredMessage.as_stored(seq, turn, message, b"," + content.encode())
+    part = b"," + content.encode() if content.startswith('{"role":"') else None
+    estimate = None if estimator is None or tokens is None else (estimator, int(tokens))
+    return StoredMessage.as_stored(seq, turn, message, part, estimate)
 
 
 def _now() -> datetime:

@@ -36,13 +36,11 @@ class KeepsEstimates(Protocol):
 
     ``signature`` names the estimator and the version of its rules (text counter,
     calibration, framing): a stored figure is used only by an estimator with the same
-    signature, so a changed estimator simply estimates again. ``seed`` makes
-    ``estimate_message`` answer ``tokens`` for that message object without counting it,
-    which is how a restarted process rebuilds a long session's budget cheaply.
+    signature, so a changed estimator simply estimates again. A restarted process counts
+    with the figures stored with the messages it reads back (the outgoing copy takes them
+    for its positions), never with the text: a long session's budget is rebuilt cheaply.
     """
 
     signature: str
 
     def estimate_message(self, message: Message) -> int: ...
-
-    def seed(self, message: Message, tokens: int) -> None: ...

@@ -86,12 +86,6 @@ class FramedEstimator:
     def estimate_message(self, message: Message) -> int:
         return self._messages.get(message, self._message_tokens)
 
-    def seed(self, message: Message, tokens: int) -> None:
-        """Take ``tokens`` as the estimate of this message object (a figure stored with it)."""
-        if tokens < 0:
-            raise ValueError(f"a message estimate must be >= 0 tokens, got {tokens}")
-        self._messages.put(message, tokens)
-
     def estimate_request(self, request: Request) -> int:
         return (
             REQUEST_OVERHEAD

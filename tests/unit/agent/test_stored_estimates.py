@@ -1,10 +1,10 @@
 """A restarted process rebuilds a session's budget from the estimates stored with it.
 
 Each message's estimate is stored when it is appended, under the estimator's signature.
-A new loop over the stored session (a restart) seeds its estimator with them: its text
-counter never sees a stored message's text, and the figure it measures equals the one a
-fresh estimator computes from scratch. An estimator with another signature ignores the
-stored figures and counts for itself.
+A new loop over the stored session (a restart) reads them back with the messages and its
+outgoing copy counts with them: its text counter never sees a stored message's text, and
+the figure it measures equals the one a fresh estimator computes from scratch. An
+estimator with another signature ignores the stored figures and counts for itself.
 """
 
 from __future__ import annotations
@@ -12,13 +12,24 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hango.core.messages import Message, Request, TextBlock, ToolResultBlock, ToolUseBlock
+from hango.compaction.outgoing import OutgoingCopy
+from hango.compaction.tool_args import Truncation
+from hango.core.messages import (
+    Message,
+    Request,
+    StoredMessage,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    message_json,
+)
 from hango.providers.scripted import text_reply, tool_reply
 from hango.store import Store
 from hango.tokens.framing import FramedEstimator
 from hango.tokens.heuristic import heuristic_text_tokens
 from hango.wiring.agent import Agent
 from tests.agent_support import build
+from tests.histories import call, calls, payload, result, results, user
 
 SESSION = "restart"
 WINDOW = 400_000  # far from the trigger: no compaction, no truncation step
@@ -99,3 +110,54 @@ def test_stored_estimates_are_returned_only_for_their_estimator(tmp_path: Path) 
     expected = {m.seq: fresh.estimate_message(m.message) for m in agent.store.messages(SESSION)}
     assert figures == expected and len(figures) == 2
     assert agent.store.message_estimates(SESSION, "heuristic/other") == {}
+
+
+def stored_with_figures(history: list[Message], signature: str) -> list[StoredMessage]:
+    """The history as a read gives it back: each message with its JSON and its estimate
+    (by a fresh estimator, stored under ``signature``)."""
+    fresh = CountingEstimator()
+    return [
+        StoredMessage.as_stored(
+            n + 1, 1, m, message_json(m), (signature, fresh.estimate_message(m))
+        )
+        for n, m in enumerate(history)
+    ]
+
+
+def tool_history() -> list[Message]:
+    return [
+        user("Tidy the parser."),
+        calls(call("toolu_1", "write_file", path="/src/p.py", body=payload(6_000, "big"))),
+        results(result("toolu_1", "written")),
+        calls(call("toolu_2", path="/src/q.py")),
+        results(result("toolu_2", payload(300, "small"))),
+        Message(role="assistant", content="Done; the tests next."),
+    ]
+
+
+def test_a_copy_counts_with_the_stored_figures_even_where_it_truncates() -> None:
+    history = tool_history()
+    estimator = CountingEstimator()
+    copy = OutgoingCopy(estimator)
+    sent, _ = copy.update(stored_with_figures(history, estimator.signature))
+    truncation = Truncation(max_tokens=200, estimator=estimator)
+    cut = copy.truncate_below(len(sent), truncation)
+
+    assert cut[1] != history[1] and list(cut[2:]) == history[2:]  # only the big input is cut
+    # Nothing within budget was counted: not when the copy was made, nor by truncation
+    # deciding what to cut; only the big input (judged) and the form made of it.
+    within = stored_texts([history[0], *history[2:]])
+    assert within.isdisjoint(estimator.texts)
+    fresh = CountingEstimator()
+    whole, _ = copy.token_sums(estimator, 0, copy.version) or (None, None)
+    assert whole == sum(fresh.estimate_message(m) for m in cut)
+
+
+def test_a_copy_counts_for_itself_what_another_estimator_stored() -> None:
+    history = tool_history()
+    estimator = CountingEstimator()
+    copy = OutgoingCopy(estimator)
+
+    copy.update(stored_with_figures(history, "counting-v2"))
+
+    assert stored_texts(history) <= set(estimator.texts)

@@ -367,16 +367,21 @@ def test_the_message_bound_changes_nothing_but_what_is_counted(kind: str, max_to
     assert found == expected
     truncation = Truncation(max_tokens=max_tokens, estimator=bounded)
     plain = Truncation(max_tokens=max_tokens, estimator=unbounded)
-    assert [truncation(m) for m in messages] == [plain(m) for m in messages]
+    estimate = bounded.estimate_message
+    assert [truncation(m, estimate(m)) for m in messages] == [
+        plain(m, estimate(m)) for m in messages
+    ]
 
 
 def test_the_blocks_of_a_message_within_budget_are_not_counted_again() -> None:
     estimator, counted = counting("tiktoken")
     messages = mixed_history()
-    for message in messages:
-        estimator.estimate_message(message)  # as the copy does when a message joins it
+    # Each message's estimate, as the copy holds it (counted when it joined, or stored).
+    figures = [estimator.estimate_message(message) for message in messages]
     counted.clear()
-    truncate_tool_args(messages, protect_from=7, max_tokens=5_000, estimator=estimator)
+    truncation = Truncation(max_tokens=5_000, estimator=estimator)
+    for message, tokens in zip(messages, figures, strict=True):
+        truncation(message, tokens)
     # Every message is within 5,000 tokens, but a result of several text parts is judged
     # on their joined text, which the message's estimate did not count.
     assert counted == ["日志" * 300 + "\n" + "ok " * 400]

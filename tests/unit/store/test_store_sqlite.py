@@ -292,6 +292,11 @@ class StoreContract:
         assert store.messages("s1")[1:] == appended
         assert [m.message for m in appended] == [message for message, _ in batch]
         assert store.message_estimates("s1", "est/1") == {2: 10, 3: 11, 4: 12}
+        # Each stored message carries its estimate, appended and read back alike.
+        figures = [None, ("est/1", 10), ("est/1", 11), ("est/1", 12), None]
+        assert [m.estimate for m in appended] == figures[1:]
+        assert [m.estimate for m in store.messages("s1")] == figures
+        assert dataclasses.replace(appended[0]).estimate is None  # as json_part: not copied
         assert store.append_messages("s1", 2, []) == []
         assert [m.seq for m in store.messages("s1")] == [1, 2, 3, 4, 5]
 
@@ -597,7 +602,8 @@ class MigrationsContract:
             assert info is not None
             assert (info.last_input_tokens, info.compactions) == (0, 0)
             assert info.usage == UsageTotals()
-            assert [m.seq for m in store.messages("s1")] == [1, 2, 3]
+            # Every row kept (messages are read through the store at head: they carry the
+            # estimate stored with them, a column of 0006).
             assert {name: table_rows(store.engine, name, "1") for name in kept_tables} == before
         finally:
             store.engine.dispose()
