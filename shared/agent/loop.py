@@ -460,18 +460,19 @@ class AgentLoop:
         return stored
 
     def append_ahead(
-        self, ctx: TurnContext, batch: Sequence[Message], stored_last: int
+        self, ctx: TurnContext, batch: Sequence[Message], parts: Sequence[bytes], stored_last: int
     ) -> PendingAppend | None:
-        """``append_many`` in two halves: ``batch`` joins the transcript now, so the request
-        is built while :meth:`PendingAppend.store` runs beside it. Only for a caller holding
-        the lease that knows the store's newest ``seq`` is ``stored_last``; None when the
-        memory is not in step with that (then ``append_many``).
+        """``append_many`` in two halves: ``batch`` (with each message's ``message_json``)
+        joins the transcript now, so the request is built while :meth:`PendingAppend.store`
+        runs beside it. Only for a caller holding the lease that knows the store's newest
+        ``seq`` is ``stored_last``; None when the memory is not in step with that (then
+        ``append_many``).
         """
         if not batch or ctx.memory.last_seq != stored_last:
             return None
         expected = [
-            StoredMessage(seq=stored_last + 1 + offset, turn=ctx.turn, message=message)
-            for offset, message in enumerate(batch)
+            StoredMessage.as_stored(stored_last + 1 + offset, ctx.turn, message, part)
+            for offset, (message, part) in enumerate(zip(batch, parts, strict=True))
         ]
         ctx.memory.transcript.extend(expected)
         ctx.in_step = True  # the store has nothing past stored_last (the lease holds it)

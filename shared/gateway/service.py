@@ -27,6 +27,7 @@ from typing import Any
 import anyio.from_thread
 import anyio.to_thread
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from hango.agent.loop import AgentLoop, PendingAppend, TurnContext
 from hango.compaction.head import head_message
@@ -36,7 +37,7 @@ from hango.core.errors import (
     InvalidRequestError,
     SessionBusyError,
 )
-from hango.core.messages import JsonObject, Message, Request, StoredMessage
+from hango.core.messages import JsonObject, Message, Request, StoredMessage, message_json
 from hango.core.settings import ProfileOverride, Settings
 from hango.gateway.body import Bodies
 from hango.gateway.history_rounds import HistoryRounds
@@ -104,17 +105,23 @@ def fixed_part(raw: JsonObject) -> Request:
         raise InvalidInputError(problem) from None
 
 
-def parsed(messages: list[JsonObject], first_index: int) -> list[Message]:
-    """The new messages as wire types; a clear 400 naming the first that is not one."""
-    result = []
+def parsed(messages: list[JsonObject], first_index: int) -> tuple[list[Message], list[bytes]]:
+    """The new messages as wire types, and each one's part of a request body (the outgoing
+    copy sends it, it does not serialize the message again); a clear 400 naming the first
+    that is not a message the API accepts, or that no JSON body can carry (a lone
+    surrogate: ``json.loads`` lets a client's ``"\\ud83d"`` escape through)."""
+    result, parts = [], []
     for offset, raw in enumerate(messages):
+        where = f"messages.{first_index + offset}"
         try:
-            result.append(Message.model_validate(raw))
+            message = Message.model_validate(raw)
+            parts.append(message_json(message))
         except ValidationError as error:
-            index = first_index + offset
-            problem = f"messages.{index}: not a message the API accepts: {error}"
-            raise InvalidInputError(problem) from None
-    return result
+            raise InvalidInputError(f"{where}: not a message the API accepts: {error}") from None
+        except PydanticSerializationError as error:
+            raise InvalidInputError(f"{where}: cannot be sent as JSON ({error})") from None
+        result.append(message)
+    return result, parts
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,7 @@ class Turn:
 
     placement: Placement
     new: list[Message]
+    parts: list[bytes]  # each new message's part of a request body (``message_json``)
     caller: Caller
     exchange: Exchange
 
@@ -284,7 +292,7 @@ class Gateway:
         base = fixed_part(raw)
         held_early = early.outcome() if early is not None else None
         placement = self.branches.place(caller_base(caller), sent)
-        new = parsed(placement.new, len(sent) - len(placement.new))
+        new, parts = parsed(placement.new, len(sent) - len(placement.new))
         if not placement.stored:  # one write transaction fewer on a session's every call
             loop.store.ensure_session(placement.session_id, raw["model"])
         if placement.diverged_from is not None and placement.diverged_at is not None:
@@ -303,7 +311,7 @@ class Gateway:
                 ctx = loop.begin_turn(placement.session_id)
             ctx.lease, ctx.base = lease, base
             ctx.assembly = Assembly(system=base.system_blocks(), tools=base.tool_definitions())
-            self._answer(loop, ctx, Turn(placement, new, caller, exchange), beside)
+            self._answer(loop, ctx, Turn(placement, new, parts, caller, exchange), beside)
 
     def _lease(
         self, loop: AgentLoop, session_id: str, early: EarlyLease | None
@@ -334,7 +342,8 @@ class Gateway:
         """Store the request's new messages: beside the upstream call when the branch is
         stored and the loop's memory in step with it, else now."""
         placement = turn.placement
-        pending = loop.append_ahead(ctx, turn.new, placement.held) if placement.stored else None
+        ahead = placement.stored  # the memory may still not be in step: then None
+        pending = loop.append_ahead(ctx, turn.new, turn.parts, placement.held) if ahead else None
         if pending is None:
             loop.append_many(ctx, turn.new)
             self.branches.appended(placement.session_id, placement.new)

@@ -159,3 +159,42 @@ def test_a_malformed_body_is_a_400_naming_the_field_and_stores_nothing(
         from sqlalchemy import text
 
         assert conn.execute(text("SELECT count(*) FROM messages")).scalar() == 0
+
+
+def test_a_message_no_json_body_can_carry_is_a_400_naming_it_and_stores_nothing(
+    gateway: RunningGateway, upstream: FakeAnthropicAPI
+) -> None:
+    """A lone surrogate (JavaScript's ``JSON.stringify`` of a string cut inside an emoji
+    writes it as a ``"\\ud83d"`` escape, which ``json.loads`` lets through) is in no body
+    the API accepts: UTF-8 cannot encode it. Refused where the gateway parses the new
+    messages, on a session's first request and on a stored session's next one, before
+    anything is stored or sent."""
+    import httpx2
+    from sqlalchemy import text
+
+    def post(messages: str) -> httpx2.Response:
+        body = f'{{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{messages}]}}'
+        headers = {"x-api-key": CLIENT_KEY, "X-Hango-Session": "broken-emoji"}
+        return httpx2.post(f"{gateway.url}/v1/messages", content=body, headers=headers)
+
+    def stored() -> int:
+        with gateway.gateway.store.engine.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM messages")).scalar() or 0)
+
+    broken = '{"role":"user","content":"half an emoji: \\ud83d"}'
+    first = '{"role":"user","content":"Start."}'
+    for messages, index in ((broken, 0), (first, None), (f"{first},{REPLY},{broken}", 2)):
+        before, sent = stored(), len(upstream.requests)
+        answer = post(messages)
+        if index is None:  # the session's first turn, stored: the next request continues it
+            assert answer.status_code == 200, answer.text
+            continue
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "invalid_request_error"
+        assert error["message"].startswith(f"hango gateway: messages.{index}: cannot be sent")
+        assert "surrogates not allowed" in error["message"]
+        assert (stored(), len(upstream.requests)) == (before, sent)
+
+
+REPLY = '{"role":"assistant","content":[{"type":"text","text":"ok"}]}'
