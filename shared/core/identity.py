@@ -21,8 +21,7 @@ class _Entry(weakref.ref):  # type: ignore[type-arg]
     """A weak reference to an object that carries the object's id and the value for it.
 
     One object per entry, where a reference with a callback bound to its key plus a
-    (reference, value) pair made three or four: a restarted session puts every message it
-    reads in the estimator's cache at once, and each object that lives on is one more for
+    (reference, value) pair made three or four: each object that lives on is one more for
     the cyclic collector to count towards its next full pass and to walk in every one.
     """
 
@@ -60,17 +59,13 @@ class IdentityCache(Generic[T, V]):
             value: V = entry.value
             return value
         value = compute(obj)
-        self.put(obj, value)
-        return value
-
-    def put(self, obj: T, value: V) -> None:
-        """Remember ``value`` for ``obj`` (not weak-referenceable: not remembered)."""
         try:
             entry = _Entry(obj, self._forget)
-        except TypeError:
-            return
+        except TypeError:  # not weak-referenceable: not remembered
+            return value
         entry.key, entry.value = id(obj), value
         self._entries[entry.key] = entry
+        return value
 
 
 class HeldMemo(Generic[V]):

@@ -9,8 +9,9 @@ constants carry the rest. The two estimators differ only in their text counter.
 
 Estimates are cached per object (message, system block, tool definition) while the
 object is alive, so estimating a request that grew by k messages costs O(k) when the
-caller keeps its message objects, which the loop does within a turn. Objects rebuilt
-from storage are simply counted again: the cache is keyed by identity, never by content.
+caller keeps its message objects, which the loop does within a turn. The cache is keyed by
+identity, never by content: messages read back from storage come with the figure stored
+beside them, which the outgoing copy counts with instead (``StoredMessage.estimate``).
 """
 
 from __future__ import annotations
