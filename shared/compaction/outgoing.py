@@ -327,8 +327,7 @@ class OutgoingCopy:
         return stored if stored is not None and stored.message is message else None
 
     def _json_of(self, index: int, message: Message) -> bytes:
-        known = self._known(index, message)
-        return known.json_part if known and known.json_part else message_json(message)
+        return getattr(self._known(index, message), "json_part", None) or message_json(message)
 
     def _tokens_of(self, index: int, message: Message, estimator: Estimator) -> int:
         figure = known.estimate if (known := self._known(index, message)) else None

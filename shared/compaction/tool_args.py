@@ -91,17 +91,19 @@ class _Cutter:
         return self.estimator.estimate(text) <= self.max_tokens
 
     def covers(self, message: Message, tokens: int | None) -> bool:
-        """Whether every tool block of ``message`` is within budget by ``tokens``, the
-        message's own estimate, which the session already holds (counted when the message
-        joined the copy, or stored with it; ``None``: not known, each block is judged). A
+        """Whether every tool block of ``message`` is within budget by the message's own
+        estimate: ``tokens`` (the outgoing copy's, counted when the message joined it or
+        stored with it), else the estimator's (cached for the message object). A
         :class:`FramedEstimator` counts in it, in full, the very text each block is judged
         on (an input's compact JSON, a result's text), so it bounds each block's estimate;
         not a result's several text parts, judged joined.
         """
-        framed = isinstance(self.estimator, FramedEstimator)
-        if not framed or tokens is None or tokens > self.max_tokens:
+        if not isinstance(self.estimator, FramedEstimator):
             return False
-        return all(isinstance(r.content, str | None) for r in message.tool_results())
+        tokens = self.estimator.estimate_message(message) if tokens is None else tokens
+        return tokens <= self.max_tokens and all(
+            isinstance(r.content, str | None) for r in message.tool_results()
+        )
 
 
 def truncate_tool_args(

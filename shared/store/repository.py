@@ -416,8 +416,9 @@ class Store:
 
         With ``lease``, the append happens only if that holding of the session is still
         the current one (fencing), checked in the same transaction:
-        :class:`TurnLeaseLostError` otherwise. ``estimate`` is stored beside the message
-        (see :meth:`message_estimates`).
+        :class:`TurnLeaseLostError` otherwise. ``estimate`` is stored beside the message:
+        a read gives it back with it (``StoredMessage.estimate``), and
+        :meth:`message_estimates` lists a session's by ``seq``.
         """
         return self.append_messages(session_id, turn, [(message, estimate)], lease)[0]
 

@@ -38,7 +38,9 @@ class KeepsEstimates(Protocol):
     calibration, framing): a stored figure is used only by an estimator with the same
     signature, so a changed estimator simply estimates again. A restarted process counts
     with the figures stored with the messages it reads back (the outgoing copy takes them
-    for its positions), never with the text: a long session's budget is rebuilt cheaply.
+    for its positions, truncation judges by them), not with the text: a long session's
+    budget is rebuilt cheaply. What estimates a request outside the copy (the overflow
+    ladder's last rung) counts its messages once more, then has them by identity.
     """
 
     signature: str

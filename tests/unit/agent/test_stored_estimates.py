@@ -86,7 +86,7 @@ def test_a_restarted_loop_counts_no_stored_message_and_measures_the_same(tmp_pat
     assert len(stored) >= 24 and len(texts) >= 18
 
     restarted = CountingEstimator()  # same signature: uses the stored figures
-    seeded, sent = first_call_after_restart(tmp_path, first.store, restarted)
+    resumed, sent = first_call_after_restart(tmp_path, first.store, restarted)
     assert restarted.signature == first.loop.estimates.signature  # type: ignore[union-attr]
     assert texts.isdisjoint(restarted.texts)
 
@@ -95,7 +95,7 @@ def test_a_restarted_loop_counts_no_stored_message_and_measures_the_same(tmp_pat
     assert not texts.isdisjoint(other.texts)
 
     from_scratch = CountingEstimator().estimate_request(sent)
-    assert seeded.store.session(SESSION).last_input_tokens == from_scratch  # type: ignore[union-attr]
+    assert resumed.store.session(SESSION).last_input_tokens == from_scratch  # type: ignore[union-attr]
     assert resent == sent
     assert recounted.store.session(SESSION).last_input_tokens == from_scratch  # type: ignore[union-attr]
 
@@ -161,3 +161,40 @@ def test_a_copy_counts_for_itself_what_another_estimator_stored() -> None:
     copy.update(stored_with_figures(history, "counting-v2"))
 
     assert stored_texts(history) <= set(estimator.texts)
+
+
+def test_a_stored_figure_counts_only_where_its_own_message_is_sent() -> None:
+    """Marked figures (777,777 tokens, which no message here is) show where the copy used
+    them: at a stored message sent as it is, never at the head, a joined message, a
+    repaired one or a truncated form, whose messages are other objects."""
+    fake = 777_777
+    history = [
+        user("Look at the parser."),
+        user("And its tests."),  # joined with the message before it
+        calls(call("toolu_1", path="/src/p.py")),
+        results(result("toolu_1", "ok")),
+        calls(call("toolu_2", "write_file", body=payload(6_000, "big"))),
+        # toolu_2 has no result: repaired (an error result is added)
+        Message(role="user", content="Carry on."),
+        Message(role="assistant", content="Done."),
+    ]
+    estimator = CountingEstimator()
+    stored = [
+        StoredMessage.as_stored(n + 1, 1, m, message_json(m), (estimator.signature, fake))
+        for n, m in enumerate(history)
+    ]
+    copy = OutgoingCopy(estimator)
+    head = Message(role="user", content="Summary of what came before.")
+    sent, _ = copy.update(stored, head=head, start=0)
+    cut = copy.truncate_below(len(sent), Truncation(max_tokens=200, estimator=estimator))
+
+    fresh = CountingEstimator()
+    for index, message in enumerate(cut):
+        own = any(message is item.message for item in stored)
+        expected = fake if own else fresh.estimate_message(message)
+        before, upto = (copy.token_sums(estimator, k, copy.version) for k in (index, index + 1))
+        assert before is not None and upto is not None
+        assert upto[1] - before[1] == expected, index
+    # The head, the joined pair, two messages as stored, the truncated call, the repaired
+    # answer, the last message as stored.
+    assert [i for i, m in enumerate(cut) if any(m is s.message for s in stored)] == [2, 3, 6]

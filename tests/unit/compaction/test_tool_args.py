@@ -376,15 +376,28 @@ def test_the_message_bound_changes_nothing_but_what_is_counted(kind: str, max_to
 def test_the_blocks_of_a_message_within_budget_are_not_counted_again() -> None:
     estimator, counted = counting("tiktoken")
     messages = mixed_history()
-    # Each message's estimate, as the copy holds it (counted when it joined, or stored).
-    figures = [estimator.estimate_message(message) for message in messages]
+    for message in messages:
+        estimator.estimate_message(message)  # cached for the object, as a session's are
     counted.clear()
+    truncate_tool_args(messages, protect_from=7, max_tokens=5_000, estimator=estimator)
+    # Every message is within 5,000 tokens, but a result of several text parts is judged
+    # on their joined text, which the message's estimate did not count.
+    assert counted == [JOINED]
+
+
+def test_truncation_judges_a_message_by_the_estimate_it_is_given() -> None:
+    estimator, counted = counting("tiktoken")
+    messages = mixed_history()
+    # Each message's estimate as the copy holds it (counted when it joined, or stored), by
+    # another estimator object: this one's cache is empty, and it counts no message again.
+    figures = [counting("tiktoken")[0].estimate_message(message) for message in messages]
     truncation = Truncation(max_tokens=5_000, estimator=estimator)
     for message, tokens in zip(messages, figures, strict=True):
         truncation(message, tokens)
-    # Every message is within 5,000 tokens, but a result of several text parts is judged
-    # on their joined text, which the message's estimate did not count.
-    assert counted == ["日志" * 300 + "\n" + "ok " * 400]
+    assert counted == [JOINED]
+
+
+JOINED = "日志" * 300 + "\n" + "ok " * 400  # a result's two text parts, judged joined
 
 
 def test_a_text_over_budget_is_still_counted_and_cut() -> None:
