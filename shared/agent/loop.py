@@ -209,7 +209,9 @@ class AgentLoop:
         self.price = price  # what the session counters charge for real usage
         # The estimator whose per-message figures are stored with each message and counted
         # with on a restart (None, or one that cannot keep estimates: nothing is stored).
-        self.estimates = estimator if isinstance(estimator, KeepsEstimates) else None
+        self.estimates: KeepsEstimates | None = (
+            estimator if isinstance(estimator, KeepsEstimates) else None
+        )
         self.estimator = estimator  # whose figures the outgoing copies keep per message
         self.provider = provider
         # One turn at a time per session, across processes and hosts (None: not enforced,
@@ -627,10 +629,8 @@ class AgentLoop:
         cached = ctx.memory.transcript
         if ctx.in_step:
             return cached
-        last = ctx.memory.last_seq
-        after = last + 1 if last else None
-        # Each carries the estimate stored with it, which the copy counts with.
-        cached.extend(self.store.messages(ctx.session_id, from_seq=after))
+        # Each carries the estimate stored with it, which the copy counts with (seqs from 1).
+        cached.extend(self.store.messages(ctx.session_id, from_seq=ctx.memory.last_seq + 1))
         ctx.in_step = True
         return cached
 

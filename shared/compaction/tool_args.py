@@ -153,10 +153,9 @@ class Truncation:
 
     def __call__(self, message: Message, tokens: int) -> tuple[Message, int, int]:
         """``tokens``: the message's estimate (by this truncation's estimator)."""
-        form, blocks = _truncate_message(message, self._cutter, tokens)
-        if not blocks:
-            return message, 0, 0
-        return form, blocks, tokens - self.estimator.estimate_message(form)
+        form, blocks = _truncate_message(message, self._cutter, tokens)  # message, 0: uncut
+        saved = tokens - self.estimator.estimate_message(form) if blocks else 0
+        return form, blocks, saved
 
 
 def _truncate_message(message: Message, cutter: _Cutter, tokens: int | None) -> tuple[Message, int]:
