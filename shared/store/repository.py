@@ -138,14 +138,16 @@ _WRITE_COUNTERS_AND_USAGE = _WRITE_COUNTERS.values(
 )
 # Seqs run from 1 and fit the column's 32-bit integer: these bounds leave none out.
 _ALL_SEQS = (0, 2**31 - 1)
+# What a read of a message row selects: the arguments of ``_read_message``.
+_MESSAGE_ROW = (
+    messages.c.seq,
+    messages.c.turn,
+    cast(messages.c.content, Text).label("content"),
+    messages.c.estimator,
+    messages.c.estimated_tokens,
+)
 _MESSAGES_BETWEEN = (
-    select(
-        messages.c.seq,
-        messages.c.turn,
-        cast(messages.c.content, Text).label("content"),
-        messages.c.estimator,
-        messages.c.estimated_tokens,
-    )
+    select(*_MESSAGE_ROW)
     .where(
         messages.c.session_id == bindparam("sid"),
         messages.c.seq >= bindparam("lo"),
@@ -524,13 +526,7 @@ class Store:
     @once_more_on_disconnect
     def _last_message(self, session_id: str) -> StoredMessage | None:
         query = (
-            select(
-                messages.c.seq,
-                messages.c.turn,
-                cast(messages.c.content, Text),
-                messages.c.estimator,
-                messages.c.estimated_tokens,
-            )
+            select(*_MESSAGE_ROW)
             .where(messages.c.session_id == session_id)
             .order_by(messages.c.seq.desc())
             .limit(1)
