@@ -74,9 +74,7 @@ def cut_to_tokens(text: str, tokens: int, note: str = WINDOW_NOTE) -> str:
 
 def _cut(text: str, chars: int, note: str = CUT_MARK) -> str:
     """``text`` cut to at most ``chars`` characters, ``note`` ending the cut."""
-    if len(text) <= chars:
-        return text
-    return text[: max(0, chars - len(note))] + note
+    return text if len(text) <= chars else text[: max(0, chars - len(note))] + note
 
 
 def _shared_out(sections: list[str], chars: int) -> list[str]:

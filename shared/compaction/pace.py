@@ -52,9 +52,7 @@ MESSAGES_PER_CALL = 2
 def quantile(values: Iterable[float], q: float) -> float | None:
     """The nearest-rank ``q`` quantile (0-1) of ``values``; ``None`` when there are none."""
     ordered = sorted(values)
-    if not ordered:
-        return None
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] if ordered else None
 
 
 @dataclass
@@ -171,9 +169,7 @@ def start_now(pace: SessionPace, tokens: int, trigger: int, latency: float) -> b
     if growth is None or interval is None:
         return False
     calls = pace.calls_until(tokens, trigger)
-    if calls is None:
-        return False
-    return calls - 1 - SLACK_CALLS <= latency_in_calls(latency, interval)
+    return calls is not None and calls - 1 - SLACK_CALLS <= latency_in_calls(latency, interval)
 
 
 def messages_ahead(pace: SessionPace, tokens: int, trigger: int) -> int:

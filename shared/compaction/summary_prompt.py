@@ -269,23 +269,8 @@ def _render(
 # --- The artifact index --------------------------------------------------------------
 
 _PATH_KEYS = frozenset(
-    [
-        "path",
-        "paths",
-        "file",
-        "files",
-        "file_path",
-        "filepath",
-        "filename",
-        "file_name",
-        "notebook_path",
-        "dir",
-        "directory",
-        "cwd",
-        "url",
-        "urls",
-        "uri",
-    ]
+    {"path", "paths", "file", "files", "file_path", "filepath", "filename", "file_name"}
+    | {"notebook_path", "dir", "directory", "cwd", "url", "urls", "uri"}
 )
 _COMMAND_KEYS = frozenset({"command", "cmd", "script"})
 _URL = re.compile(r"https?://[^\s'\"<>`)\]]+")

@@ -184,9 +184,7 @@ def _truncate_tool_use(block: ToolUseBlock, cutter: _Cutter) -> ToolUseBlock | N
     shortened = _shorten_strings(original, cutter)
     if not cutter.fits(compact_json(shortened)):
         shortened = _collapse_values(shortened, cutter)
-    if shortened == original:
-        return None
-    return block.model_copy(update={"input": shortened})
+    return None if shortened == original else block.model_copy(update={"input": shortened})
 
 
 def _shorten_strings(value: Any, cutter: _Cutter) -> Any:
@@ -227,9 +225,7 @@ def _truncate_tool_result(block: ToolResultBlock, cutter: _Cutter) -> ToolResult
         new_content: str | tuple[Any, ...] = cutter.head_and_tail(content)
     else:
         new_content = tuple(_shorten_part(part, cutter) for part in content)
-    if new_content == content:
-        return None
-    return block.model_copy(update={"content": new_content})
+    return None if new_content == content else block.model_copy(update={"content": new_content})
 
 
 def _shorten_part(part: Any, cutter: _Cutter) -> Any:

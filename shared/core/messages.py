@@ -110,10 +110,8 @@ class ToolResultBlock(TypedModel):
 
     def text(self) -> str:
         """The textual content of the result (images contribute nothing)."""
-        if self.content is None:
-            return ""
-        if isinstance(self.content, str):
-            return self.content
+        if isinstance(self.content, str | None):
+            return self.content or ""
         return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
 
 
@@ -159,9 +157,7 @@ class Message(WireModel):
 
     def blocks(self) -> tuple[ContentBlock, ...]:
         """The content as blocks (a plain string is one text block)."""
-        if isinstance(self.content, str):
-            return (TextBlock(text=self.content),)
-        return self.content
+        return (TextBlock(text=self.content),) if isinstance(self.content, str) else self.content
 
     def tool_uses(self) -> Iterator[ToolUseBlock]:
         # A plain string holds neither calls nor results: no text block made to look.
@@ -284,11 +280,7 @@ class Request(WireModel):
         return data
 
     def system_blocks(self) -> tuple[TextBlock, ...]:
-        if self.system is None:
-            return ()
-        if isinstance(self.system, str):
-            return (TextBlock(text=self.system),)
-        return self.system
+        return (TextBlock(text=self.system),) if isinstance(self.system, str) else self.system or ()
 
     def tool_definitions(self) -> tuple[ToolDefinition, ...]:
         return self.tools or ()

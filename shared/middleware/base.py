@@ -96,9 +96,6 @@ class StateHolder:
         """The store now has the current state."""
         self._stored = self.state
 
-    def measured(self, tokens: int) -> None:
-        self.input_tokens = tokens
-
     def record(self, record: CompactionRecord) -> None:
         self.state = self.state.with_compaction(record)
 

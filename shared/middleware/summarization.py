@@ -93,7 +93,7 @@ class SummarizationMiddleware(Compacting, PassThrough):
 
     def wrap(self, call: ModelCall, call_next: Handler) -> Response:
         tokens = self.figure.measure(call)
-        call.state.measured(tokens)
+        call.state.input_tokens = tokens
         reason = self._reason(call, tokens)
         self.pacer.observe(call.session_id, tokens)
         if reason is None and self._presummary_due(call, tokens):
@@ -157,10 +157,8 @@ class SummarizationMiddleware(Compacting, PassThrough):
         a token target: a kept part still over the window is truncated (``_compacted``)."""
         starts = group_starts(call.request.messages)
         boundary = self._boundary(call.request.messages, call.first_real, starts=starts)
-        if boundary is None:
-            return None
         # The boundary is one of the group starts, so there is a newest one.
-        return Plan(boundary=boundary, newest_start=starts[-1])
+        return None if boundary is None else Plan(boundary=boundary, newest_start=starts[-1])
 
     def _boundary(
         self,

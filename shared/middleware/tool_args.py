@@ -134,9 +134,6 @@ class ToolArgTruncationMiddleware(PassThrough):
 
 def _seq_from(call: ModelCall, index: int) -> int | None:
     """The sequence number of the first stored message at or after ``index``."""
-    seqs = call.seqs
-    for position in range(max(index, 0), len(seqs)):
-        seq = seqs[position]
-        if seq is not None:
-            return seq  # only the summary message (first) has none: at most one step
-    return None
+    # Only the summary message (first, when present) has no sequence number.
+    position = max(index, call.first_real)
+    return call.seqs[position] if position < len(call.seqs) else None

@@ -67,7 +67,6 @@ class Truncating:
                 tokens_before=tokens,
                 tokens_after=0,
                 evicted_messages=len(evicted),
-                summarizer="none",
                 artifacts=artifacts.before(kept_from_seq),
                 offloaded_to_seq=kept_from_seq - 1 if offloaded else saved_before,
                 user_request=evicted_request(call, kept_from_seq) if quote_request else None,
@@ -209,7 +208,7 @@ class Truncating:
             after = self.figure.measure(call, record)
         record = record.model_copy(update={"tokens_after": after})
         call.state.record(record)
-        call.state.measured(after)
+        call.state.input_tokens = after
         # Its one log line comes from the telemetry observer (logger ``hango.compaction``),
         # which every agent built by the factory has.
         self.observer.compacted(call.session_id, record)

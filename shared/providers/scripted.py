@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from hango.core.errors import ProviderError
-from hango.core.messages import Request, Response, TextBlock, ToolUseBlock, Usage
+from hango.core.messages import ContentBlock, Request, Response, TextBlock, ToolUseBlock, Usage
 from hango.providers.base import Capabilities
 
 Reply = Response | BaseException | Callable[[Request], Response]
@@ -24,13 +24,7 @@ _ids = itertools.count(1)
 
 def text_reply(text: str, *, stop_reason: str = "end_turn", model: str = "scripted") -> Response:
     """A plain text answer."""
-    return Response(
-        id=f"msg_scripted_{next(_ids)}",
-        model=model,
-        content=(TextBlock(text=text),),
-        stop_reason=stop_reason,
-        usage=Usage(input_tokens=0, output_tokens=max(1, len(text) // 4)),
-    )
+    return _reply((TextBlock(text=text),), stop_reason, model, max(1, len(text) // 4))
 
 
 def tool_reply(
@@ -41,12 +35,18 @@ def tool_reply(
     uses = [
         ToolUseBlock(id=f"toolu_scripted_{next(_ids):06d}", name=n, input=dict(a)) for n, a in calls
     ]
+    return _reply((*said, *uses), "tool_use", model, 10)
+
+
+def _reply(
+    content: tuple[ContentBlock, ...], stop_reason: str, model: str, output: int
+) -> Response:
     return Response(
         id=f"msg_scripted_{next(_ids)}",
         model=model,
-        content=(*said, *uses),
-        stop_reason="tool_use",
-        usage=Usage(input_tokens=0, output_tokens=10),
+        content=content,
+        stop_reason=stop_reason,
+        usage=Usage(input_tokens=0, output_tokens=output),
     )
 
 
