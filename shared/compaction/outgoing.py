@@ -26,7 +26,8 @@ import bisect
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from hango.compaction.repair import UsedIds, joined, repair_message
 from hango.compaction.tool_args import Truncation
@@ -43,6 +44,9 @@ from hango.core.collection import Prefix
 from hango.core.messages import MarkedMessages, Message, Request, StoredMessage, message_json
 from hango.core.sent import SentMessages, live_view
 from hango.tokens.base import Estimator
+
+if TYPE_CHECKING:
+    from hango.core.sent import Mark
 
 # How many of its latest versions a copy can say what changed since (a meter asks about
 # the previous call's, a few versions back).
@@ -128,6 +132,7 @@ class OutgoingCopy:
 
     _cut: int
     _truncate: Truncation | None
+    _marks: dict[int, tuple[Message, bytes]]  # the forms the last ``marked`` made, with JSON
 
     def __init__(self, estimator: Estimator | None = None) -> None:
         self.estimator = estimator
@@ -201,9 +206,20 @@ class OutgoingCopy:
     def breakpoints(self) -> int:
         return self._checks.breakpoints
 
-    def json_parts(self, version: int) -> list[bytes] | None:
+    def json_parts(self, version: int, marks: Mapping[int, Message]) -> list[bytes] | None:
         with self._lock:
-            return list(self._json) if version == self.version else None
+            if version != self.version:
+                return None
+            parts = list(self._json)
+            for index, marked in marks.items():
+                made = self._marks.get(index)
+                parts[index] = made[1] if made and made[0] is marked else message_json(marked)
+            return parts
+
+    def marked(self, blocks: Mapping[int, Collection[int]], mark: Mark) -> dict[int, Message]:
+        with self._lock:
+            self._marks = {i: mark(self._sent[i], at, self._json[i]) for i, at in blocks.items()}
+            return {index: form for index, (form, _) in self._marks.items()}
 
     def token_sums(self, estimator: object, split: int, version: int) -> tuple[int, int] | None:
         with self._lock:
@@ -256,6 +272,7 @@ class OutgoingCopy:
         self._tokens = Sums()
         self._checks = _Checks()
         self._unchecked: set[int] = set()
+        self._marks = {}
         self._checked = False  # whether every position was found valid since the restart
         self._view: SentMessages | None = None
         if head is not None:

@@ -310,11 +310,9 @@ class Request(WireModel):
         """The JSON array of the messages in parts, a fresh list: ``[`` and the first
         message's kept serialized JSON, one part per further message, then ``]``."""
         view = live_view(self.messages)
-        parts = None if view is None else view.source.json_parts(view.version)
+        parts = None if view is None else view.source.json_parts(view.version, self.marks)
         if parts is None:
-            parts = [message_json(message) for message in self.messages]
-        for index, marked in self.marks.items():
-            parts[index] = message_json(marked)
+            parts = [message_json(message) for message in self.sent_messages()]
         if parts:
             parts[0] = b"[" + parts[0][1:]
         else:

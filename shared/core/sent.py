@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from hango.core.collection import Prefix
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Mapping
+    from typing import TypeAlias
+
     from hango.core.messages import Message
+
+    # (a message, the positions of the blocks to mark, its JSON) -> the form, the form's JSON
+    Mark: TypeAlias = Callable[[Message, Collection[int], bytes], tuple[Message, bytes]]
 
 
 class CopySource(Protocol):
@@ -35,9 +41,13 @@ class CopySource(Protocol):
     def breakpoints(self) -> int:
         """``cache_control`` markers in the copy's messages."""
 
-    def json_parts(self, version: int) -> list[bytes] | None:
-        """Each message's serialized JSON (:func:`~hango.core.messages.message_json`), a
-        fresh list (``None``: the copy is no longer at ``version``)."""
+    def json_parts(self, version: int, marks: Mapping[int, Message]) -> list[bytes] | None:
+        """Each message's serialized JSON (:func:`~hango.core.messages.message_json`), read
+        through ``marks``, a fresh list (``None``: the copy is no longer at ``version``)."""
+
+    def marked(self, blocks: Mapping[int, Collection[int]], mark: Mark) -> dict[int, Message]:
+        """The messages at ``blocks``' positions in the forms ``mark`` makes of them (with
+        ``cache_control`` on the blocks given), their JSON kept for :meth:`json_parts`."""
 
     def token_sums(self, estimator: object, split: int, version: int) -> tuple[int, int] | None:
         """The messages' estimate and that of the first ``split`` of them, by ``estimator``

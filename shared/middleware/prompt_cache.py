@@ -54,12 +54,16 @@ from hango.core.messages import (
     ToolResultBlock,
     ToolUseBlock,
     WireModel,
+    message_json,
 )
+from hango.core.sent import live_view
 from hango.middleware.base import Assembly, Handler, ModelCall
 from hango.tokens.base import Estimator
 from hango.tokens.measure import FixedEstimate
 
 EPHEMERAL = CacheControl(type="ephemeral")
+# EPHEMERAL's key and JSON as a block carries them, after the block's other keys.
+_MARKER = b',"cache_control":{"type":"ephemeral"}'
 
 # The provider checks for a hit at a breakpoint and at most this many blocks before it.
 # Counted here block by block (a run of tool blocks is not collapsed), which can only
@@ -232,13 +236,29 @@ def _marked(request: Request, chosen: Sequence[_Target], policy: CachePolicy) ->
     for where, index in chosen:
         if isinstance(where, int):
             by_message.setdefault(where, set()).add(index)
+    view = live_view(request.messages)
+    if view is not None and not request.marks:  # the session's copy keeps the marks' JSON
+        return request.with_marks(view.source.marked(by_message, _marked_with_json), update)
     sent = request.sent_messages()
     marks = {n: _mark_blocks(sent[n], at) for n, at in by_message.items()}
     return request.with_marks(marks, update)
 
 
-def _mark_blocks(message: Message, positions: set[int]) -> Message:
+def _mark_blocks(message: Message, positions: Collection[int]) -> Message:
     return message.model_copy(update={"content": _with_markers(message.blocks(), positions)})
+
+
+def _marked_with_json(message: Message, at: Collection[int], part: bytes) -> tuple[Message, bytes]:
+    """``message`` marked at ``at``, and the marked form's JSON (``part``: the message's).
+    Marked at its last block only, it is ``part`` with the marker written into that block:
+    ``cache_control`` is the field pydantic writes last, and with no unknown keys on the
+    block or the message nothing follows it. Else the form is serialized."""
+    marked, content = _mark_blocks(message, at), message.content
+    last = content[-1] if isinstance(content, tuple) and content else None
+    plain = last is not None and not (message.model_extra or last.model_extra)
+    if not plain or set(at) != {len(content) - 1} or getattr(last, "cache_control", None):
+        return marked, message_json(marked)
+    return marked, part[:-3] + _MARKER + part[-3:]
 
 
 BlockT = TypeVar("BlockT", bound=WireModel)

@@ -33,6 +33,7 @@ from hango.core.messages import (
     message_json,
 )
 from hango.cost.meter import copy_difference, first_difference
+from hango.middleware.prompt_cache import place_breakpoints
 from hango.tokens.measure import RequestEstimate
 from tests.histories import CharEstimator, call, calls, histories, payload, result, results, user
 from tests.outgoing_reference import merge_consecutive, sendable
@@ -132,10 +133,19 @@ class Session:
         assert self.copy.truncation_gain(0, self.cut, TRUNCATION)[0] == expected.truncated
         if edit is not None:
             index = edit % len(messages)
-            if edit % 2:
-                # As the prompt-cache middleware does: a mark over the copy's view.
-                request = BASE.model_copy(update={"messages": messages})
+            request = BASE.model_copy(update={"messages": messages})
+            if edit % 4 == 1:
+                # A mark over the copy's view that the copy did not make.
                 return request.with_marks({index: marked(messages[index])})
+            if edit % 4 == 3:
+                # The prompt-cache middleware's marks, made through the copy with their JSON
+                # (the newest message, the anchor before ``index``, the head).
+                return place_breakpoints(
+                    request,
+                    stable_system_index=None,
+                    summary_message=bool(edit % 8 == 3),
+                    changed_from=index,
+                )
             replacement = (
                 BROKEN[edit % len(BROKEN)],
                 # Fine on its own, but it drops the calls or answers its neighbours need.
@@ -235,4 +245,4 @@ def test_a_copy_over_the_stored_json_serializes_only_the_forms_it_made(
     view, _ = copy.update(stored)
 
     assert serialized == [view[2], view[4]]
-    assert copy.json_parts(copy.version) == [message_json(m) for m in view]
+    assert copy.json_parts(copy.version, {}) == [message_json(m) for m in view]

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from hango.compaction.outgoing import OutgoingCopy
 from hango.core.messages import (
     CacheControl,
     ContentBlock,
     Message,
+    RedactedThinkingBlock,
     Request,
     Response,
+    StoredMessage,
     TextBlock,
     ToolDefinition,
     ToolResultBlock,
     ToolUseBlock,
+    message_json,
 )
 from hango.middleware.base import Assembly, Middleware, ModelCall, PassThrough, StateHolder
 from hango.middleware.chain import assemble, run_chain
@@ -252,3 +256,45 @@ def test_an_existing_breakpoint_on_the_target_is_kept_as_is() -> None:
     _, sent = send(chain(), (summary, assistant("a"), user("b")), summary=True)
     assert sent.sent_messages()[0].blocks()[0].cache_control == ONE_HOUR  # type: ignore[union-attr]
     assert count_breakpoints(sent) == 3
+
+
+def test_marks_made_through_the_copy_carry_the_json_pydantic_writes() -> None:
+    """Marked through the session's copy, a message's JSON is its stored JSON with the marker
+    written in where that is exactly what serializing the marked form gives (the last block
+    marked, no unknown keys after it), and the form serialized everywhere else: the body is
+    the plain serialization's, byte for byte, whatever the newest message looks like."""
+    use = ToolUseBlock(id="toolu_1", name="bash", input={"cmd": "ls", "n": 1.5})
+    newest_forms = [
+        Message(role="user", content=(ToolResultBlock(tool_use_id="toolu_1", content="ok"),)),
+        # Unknown keys on the message, on the block: they follow the marker when serialized.
+        Message.model_validate(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}], "x": 1}
+        ),
+        Message.model_validate(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "y": 2}]}
+        ),
+        # The last block a kind no marker goes on: the one before it carries the marker.
+        Message(
+            role="user",
+            content=(
+                ToolResultBlock(tool_use_id="toolu_1", content="ok"),
+                RedactedThinkingBlock(data="x"),
+            ),
+        ),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="toolu_1"),)),
+        # Plain text (the copy answers the call before it): marked, it becomes blocks.
+        Message(role="user", content="plain text"),
+    ]
+    for newest in newest_forms:
+        history = (user("go"), Message(role="assistant", content=(use,)), newest)
+        stored = [
+            StoredMessage.as_stored(n + 1, 1, m, message_json(m)) for n, m in enumerate(history)
+        ]
+        view, _ = OutgoingCopy().update(stored)
+        request = Request(model="m", max_tokens=10, messages=view)
+        marked = place_breakpoints(
+            request, stable_system_index=None, summary_message=True, changed_from=2
+        )
+        assert marked.marks, newest
+        plain = Request.model_validate(marked.to_api())
+        assert marked.api_bytes() == plain.api_bytes(), newest
