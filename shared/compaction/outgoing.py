@@ -27,7 +27,6 @@ import itertools
 import threading
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from hango.compaction.repair import UsedIds, joined, repair_message
 from hango.compaction.tool_args import Truncation
@@ -42,11 +41,8 @@ from hango.compaction.validate import (
 )
 from hango.core.collection import Prefix
 from hango.core.messages import MarkedMessages, Message, Request, StoredMessage, message_json
-from hango.core.sent import SentMessages, live_view
+from hango.core.sent import Mark, SentMessages, live_view
 from hango.tokens.base import Estimator
-
-if TYPE_CHECKING:
-    from hango.core.sent import Mark
 
 # How many of its latest versions a copy can say what changed since (a meter asks about
 # the previous call's, a few versions back).
@@ -216,8 +212,12 @@ class OutgoingCopy:
                 parts[index] = made[1] if made and made[0] is marked else message_json(marked)
             return parts
 
-    def marked(self, blocks: Mapping[int, Collection[int]], mark: Mark) -> dict[int, Message]:
+    def marked(
+        self, blocks: Mapping[int, Collection[int]], mark: Mark, version: int
+    ) -> dict[int, Message] | None:
         with self._lock:
+            if version != self.version:
+                return None
             self._marks = {i: mark(self._sent[i], at, self._json[i]) for i, at in blocks.items()}
             return {index: form for index, (form, _) in self._marks.items()}
 

@@ -17,18 +17,16 @@ request (:attr:`~hango.core.messages.Request.marks`), so a marked request shares
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from hango.core.collection import Prefix
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Mapping
-    from typing import TypeAlias
-
     from hango.core.messages import Message
 
-    # (a message, the positions of the blocks to mark, its JSON) -> the form, the form's JSON
-    Mark: TypeAlias = Callable[[Message, Collection[int], bytes], tuple[Message, bytes]]
+# (a message, the positions of the blocks to mark, its JSON) -> the form, the form's JSON
+Mark: TypeAlias = Callable[["Message", Collection[int], bytes], tuple["Message", bytes]]
 
 
 class CopySource(Protocol):
@@ -45,9 +43,11 @@ class CopySource(Protocol):
         """Each message's serialized JSON (:func:`~hango.core.messages.message_json`), read
         through ``marks``, a fresh list (``None``: the copy is no longer at ``version``)."""
 
-    def marked(self, blocks: Mapping[int, Collection[int]], mark: Mark) -> dict[int, Message]:
-        """The messages at ``blocks``' positions in the forms ``mark`` makes of them (with
-        ``cache_control`` on the blocks given), their JSON kept for :meth:`json_parts`."""
+    def marked(
+        self, blocks: Mapping[int, Collection[int]], mark: Mark, version: int
+    ) -> dict[int, Message] | None:
+        """The messages at ``blocks``' positions as ``mark`` marks them, their JSON kept for
+        :meth:`json_parts` (``None``: the copy is no longer at ``version``)."""
 
     def token_sums(self, estimator: object, split: int, version: int) -> tuple[int, int] | None:
         """The messages' estimate and that of the first ``split`` of them, by ``estimator``

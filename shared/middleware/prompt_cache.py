@@ -236,11 +236,11 @@ def _marked(request: Request, chosen: Sequence[_Target], policy: CachePolicy) ->
     for where, index in chosen:
         if isinstance(where, int):
             by_message.setdefault(where, set()).add(index)
-    view = live_view(request.messages)
+    view, marks = live_view(request.messages), None
     if view is not None and not request.marks:  # the session's copy keeps the marks' JSON
-        return request.with_marks(view.source.marked(by_message, _marked_with_json), update)
+        marks = view.source.marked(by_message, _marked_with_json, view.version)
     sent = request.sent_messages()
-    marks = {n: _mark_blocks(sent[n], at) for n, at in by_message.items()}
+    marks = marks or {n: _mark_blocks(sent[n], at) for n, at in by_message.items()}
     return request.with_marks(marks, update)
 
 
@@ -249,14 +249,14 @@ def _mark_blocks(message: Message, positions: Collection[int]) -> Message:
 
 
 def _marked_with_json(message: Message, at: Collection[int], part: bytes) -> tuple[Message, bytes]:
-    """``message`` marked at ``at``, and the marked form's JSON (``part``: the message's).
-    Marked at its last block only, it is ``part`` with the marker written into that block:
-    ``cache_control`` is the field pydantic writes last, and with no unknown keys on the
-    block or the message nothing follows it. Else the form is serialized."""
+    """``message`` marked at ``at``, and the form's JSON: at its last block alone, ``part``
+    (the message's) with the marker written into that block, as pydantic writes the field
+    last and no unknown key follows it (nor one set already); else the form serialized."""
     marked, content = _mark_blocks(message, at), message.content
     last = content[-1] if isinstance(content, tuple) and content else None
-    plain = last is not None and not (message.model_extra or last.model_extra)
-    if not plain or set(at) != {len(content) - 1} or getattr(last, "cache_control", None):
+    if last is None or set(at) != {len(content) - 1} or message.model_extra or last.model_extra:
+        return marked, message_json(marked)
+    if "cache_control" in last.model_fields_set:  # even to null: the key is in ``part``
         return marked, message_json(marked)
     return marked, part[:-3] + _MARKER + part[-3:]
 

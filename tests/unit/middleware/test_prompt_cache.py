@@ -282,6 +282,15 @@ def test_marks_made_through_the_copy_carry_the_json_pydantic_writes() -> None:
             ),
         ),
         Message(role="user", content=(ToolResultBlock(tool_use_id="toolu_1"),)),
+        # A client's explicit "cache_control": null is a key of the stored JSON already.
+        Message.model_validate(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "cache_control": None}
+                ],
+            }
+        ),
         # Plain text (the copy answers the call before it): marked, it becomes blocks.
         Message(role="user", content="plain text"),
     ]
@@ -298,3 +307,16 @@ def test_marks_made_through_the_copy_carry_the_json_pydantic_writes() -> None:
         assert marked.marks, newest
         plain = Request.model_validate(marked.to_api())
         assert marked.api_bytes() == plain.api_bytes(), newest
+
+
+def test_a_copy_marks_only_the_messages_of_its_current_version() -> None:
+    """Marks asked for a view the copy has moved on from are not made from its newer
+    messages: the middleware then marks the request's own (``None`` tells it to)."""
+    history = [user("go"), assistant("ok"), user("next")]
+    stored = [StoredMessage.as_stored(n + 1, 1, m, message_json(m)) for n, m in enumerate(history)]
+    copy = OutgoingCopy()
+    view, _ = copy.update(stored[:1])
+    copy.update(stored)
+    mark = lambda message, at, part: (message, part)  # noqa: E731
+    assert copy.marked({0: {0}}, mark, view.version) is None
+    assert copy.marked({0: {0}}, mark, copy.version) == {0: view[0]}
