@@ -26,10 +26,12 @@ from hango.core.messages import (
     ImageBlock,
     Message,
     Request,
+    StoredMessage,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    message_json,
 )
 
 TOOL_NAMES = ("read_file", "write_file", "edit_file", "ls", "bash")
@@ -85,6 +87,12 @@ def payload(size: int, salt: str = "x") -> str:
         return ""
     unit = f"{salt} lorem ipsum dolor sit amet, line of file content\n"
     return (unit * (size // len(unit) + 1))[:size]
+
+
+def stored_messages(messages: Sequence[Message]) -> list[StoredMessage]:
+    """``messages`` as the store hands back a turn's appends: seqs from 1, each with the JSON
+    the store keeps for it (the outgoing copy sends that JSON as it is)."""
+    return [StoredMessage.as_stored(n + 1, 1, m, message_json(m)) for n, m in enumerate(messages)]
 
 
 def head_message(text: str = "Summary of the conversation so far.") -> Message:

@@ -35,7 +35,17 @@ from hango.core.messages import (
 from hango.cost.meter import copy_difference, first_difference
 from hango.middleware.prompt_cache import place_breakpoints
 from hango.tokens.measure import RequestEstimate
-from tests.histories import CharEstimator, call, calls, histories, payload, result, results, user
+from tests.histories import (
+    CharEstimator,
+    call,
+    calls,
+    histories,
+    payload,
+    result,
+    results,
+    stored_messages,
+    user,
+)
 from tests.outgoing_reference import merge_consecutive, sendable
 from tests.properties import examples
 
@@ -237,7 +247,7 @@ def test_a_copy_over_the_stored_json_serializes_only_the_forms_it_made(
         Message(role="assistant", content="ok"),
         results(result("toolu_9")),  # answers no call: repaired, another form
     )
-    stored = [StoredMessage.as_stored(n + 1, 1, m, message_json(m)) for n, m in enumerate(history)]
+    stored = stored_messages(history)
     serialized: list[Message] = []
     monkeypatch.setattr(outgoing, "message_json", lambda m: serialized.append(m) or message_json(m))
     copy = OutgoingCopy(ESTIMATOR)

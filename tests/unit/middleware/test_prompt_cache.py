@@ -10,12 +10,10 @@ from hango.core.messages import (
     RedactedThinkingBlock,
     Request,
     Response,
-    StoredMessage,
     TextBlock,
     ToolDefinition,
     ToolResultBlock,
     ToolUseBlock,
-    message_json,
 )
 from hango.middleware.base import Assembly, Middleware, ModelCall, PassThrough, StateHolder
 from hango.middleware.chain import assemble, run_chain
@@ -29,7 +27,7 @@ from hango.middleware.prompt_cache import (
 )
 from hango.providers.scripted import text_reply
 from hango.tokens.heuristic import HeuristicEstimator
-from tests.histories import assistant, user
+from tests.histories import assistant, stored_messages, user
 
 ONE_HOUR = CacheControl(type="ephemeral", ttl="1h")
 
@@ -296,9 +294,7 @@ def test_marks_made_through_the_copy_carry_the_json_pydantic_writes() -> None:
     ]
     for newest in newest_forms:
         history = (user("go"), Message(role="assistant", content=(use,)), newest)
-        stored = [
-            StoredMessage.as_stored(n + 1, 1, m, message_json(m)) for n, m in enumerate(history)
-        ]
+        stored = stored_messages(history)
         view, _ = OutgoingCopy().update(stored)
         request = Request(model="m", max_tokens=10, messages=view)
         marked = place_breakpoints(
@@ -313,7 +309,7 @@ def test_a_copy_marks_only_the_messages_of_its_current_version() -> None:
     """Marks asked for a view the copy has moved on from are not made from its newer
     messages: the middleware then marks the request's own (``None`` tells it to)."""
     history = [user("go"), assistant("ok"), user("next")]
-    stored = [StoredMessage.as_stored(n + 1, 1, m, message_json(m)) for n, m in enumerate(history)]
+    stored = stored_messages(history)
     copy = OutgoingCopy()
     view, _ = copy.update(stored[:1])
     copy.update(stored)
