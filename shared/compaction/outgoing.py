@@ -322,16 +322,17 @@ class OutgoingCopy:
         """``message`` is sent at ``index`` (a position that exists, or the next one); a
         ``form`` of the message there keeps its role and ids: its neighbours' rules hold."""
         self._changed(index)
+        known = self._known(index, message)
+        part = getattr(known, "json_part", None) or message_json(message)
         if index == len(self._sent):
             self._sent.append(message)
-            self._json.append(self._json_of(index, message))
+            self._json.append(part)
         else:
             if index < self._lent:  # a view holds the position: it keeps the list it has
                 self._sent, self._lent = list(self._sent), 0
-            self._sent[index] = message
-            self._json[index] = self._json_of(index, message)
+            self._sent[index], self._json[index] = message, part
         if self.estimator is not None:
-            self._tokens.put(index, self._tokens_of(index, message, self.estimator))
+            self._tokens.put(index, _tokens(known, message, self.estimator))
         self._checks.put(index, message)
         if self._checked:  # else the next check looks at every position anyway
             self._unchecked.update((index,) if form else (index - 1, index, index + 1))
@@ -342,15 +343,6 @@ class OutgoingCopy:
         serializes and counts nothing."""
         stored = self._stored[index]
         return stored if stored is not None and stored.message is message else None
-
-    def _json_of(self, index: int, message: Message) -> bytes:
-        return getattr(self._known(index, message), "json_part", None) or message_json(message)
-
-    def _tokens_of(self, index: int, message: Message, estimator: Estimator) -> int:
-        figure = known.estimate if (known := self._known(index, message)) else None
-        if figure and figure[0] == getattr(estimator, "signature", None):
-            return figure[1]
-        return estimator.estimate_message(message)
 
     def _changed(self, index: int) -> None:
         """Note a change at ``index`` on the way from the current version to the next."""
@@ -389,7 +381,7 @@ class OutgoingCopy:
             raise RuntimeError("no truncation was given to the outgoing copy")
         for index in range(len(self._forms), min(end, len(self._repaired))):
             repaired = self._repaired[index]
-            tokens = self._tokens_of(index, repaired, truncate.estimator)
+            tokens = _tokens(self._known(index, repaired), repaired, truncate.estimator)
             form, blocks, saved = truncate(repaired, tokens)
             self._forms.append(form)
             if form is not self._repaired[index]:
@@ -425,6 +417,14 @@ class OutgoingCopy:
         self._checked = fine
         self._unchecked.clear()
         return fine
+
+
+def _tokens(known: StoredMessage | None, message: Message, estimator: Estimator) -> int:
+    """``message``'s estimate: the one stored with it when ``estimator`` made that one."""
+    figure = known.estimate if known else None
+    if figure and figure[0] == getattr(estimator, "signature", None):
+        return figure[1]
+    return estimator.estimate_message(message)
 
 
 def _passes_at(messages: Sequence[Message], positions: Iterable[int]) -> bool:
