@@ -264,8 +264,11 @@ def summarization_of(agent: Agent) -> SummarizationMiddleware:
 def in_band(hango: Hango) -> Step:
     """Regime (b): the request between the watermark and the trigger, a ready pre-summary held.
 
-    Each timed call checks the pre-summary (still the same range, still worth keeping)
-    as every call in the band does; its summary was made before (untimed).
+    Its summary was made before (untimed). Each round appends a tool round, so the session
+    walks toward the trigger and the calls meet different decisions on the way (none due, a
+    ready one not yet worth extending, the extension weighed on every call): at 400
+    messages the median depends on how many rounds are timed (``bench.probe_band`` shows
+    each round's).
     """
     agent = at_share(hango, BAND_SHARE)
     prepare_round, call = steady(hango, agent)
