@@ -164,9 +164,8 @@ def start_now(pace: SessionPace, tokens: int, trigger: int, latency: float) -> b
     make the turn wait: start now. A summary that takes no time starts
     :data:`SLACK_CALLS` + 1 calls before the trigger.
     """
-    growth = pace.growth_per_call()
     interval = pace.seconds_per_call()
-    if growth is None or interval is None:
+    if pace.growth_per_call() is None or interval is None:
         return False
     calls = pace.calls_until(tokens, trigger)
     return calls is not None and calls - 1 - SLACK_CALLS <= latency_in_calls(latency, interval)

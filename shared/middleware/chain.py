@@ -27,7 +27,7 @@ def build_chain(
         # Counts the whole request (every block contributed anywhere in the chain) and
         # compacts over the trigger; the result is validated before it moves on.
         summarization,
-        # Breakpoints on the last stable system block and on the summary message.
+        # Breakpoints rolling with the messages, on the stable system block and the summary.
         prompt_cache,
         # The slot for blocks contributed later (memory): they land after the system
         # breakpoint by design, because they change more often than what precedes it.

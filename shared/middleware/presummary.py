@@ -240,8 +240,6 @@ class Presummaries:
         """Whether a ready pre-summary could no longer bring the request under the target
         at a trigger that comes before an extension started at the next call is ready:
         installed then, it would fail its fit check and the turn would wait after all."""
-        if not self.pacer.is_ready(current.started, current.work):
-            return False
         _, _, summary = current.work.result()
         index = call.index_of(current.pending.to_seq + 1)
         if index is None:

@@ -213,7 +213,7 @@ def _reaches(request: Request, target: _Target, policy: CachePolicy) -> bool:
         return True
     total = fixed(request)
     where = target[0]
-    if where == "system" or not isinstance(where, int) or total >= minimum:
+    if not isinstance(where, int) or total >= minimum:
         return total >= minimum
     estimate = fixed.estimator.estimate_message
     messages = request.messages

@@ -98,7 +98,8 @@ class ToolArgTruncationMiddleware(PassThrough):
         current = call.run_state.truncated_before_seq
         count, first_real = len(call.request.messages), call.first_real
         protect_from = max(first_real, self.profile.kept_from(count, first_real))
-        target = _seq_from(call, protect_from)
+        # The first stored message of the window (the summary message lies below it).
+        target = call.seqs[protect_from] if protect_from < len(call.seqs) else None
         if target is None or target <= current:
             return current
         if not self._worth_it(call, call.index_of_seq(current), protect_from):
@@ -130,10 +131,3 @@ class ToolArgTruncationMiddleware(PassThrough):
         truncate, estimate = self.truncation, self.truncation.estimator.estimate_message
         worked = [truncate(m, estimate(m)) for m in call.request.messages[start:end]]
         return sum(w[1] for w in worked), sum(w[2] for w in worked)
-
-
-def _seq_from(call: ModelCall, index: int) -> int | None:
-    """The sequence number of the first stored message at or after ``index``."""
-    # Only the summary message (first, when present) has no sequence number.
-    position = max(index, call.first_real)
-    return call.seqs[position] if position < len(call.seqs) else None

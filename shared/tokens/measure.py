@@ -147,7 +147,7 @@ class RequestEstimate:
         messages, estimate = request.messages, self.estimator.estimate_message
         view = live_view(messages)
         sums = None if view is None else view.source.token_sums(self.estimator, index, view.version)
-        if sums is None or view is None:
+        if sums is None:
             values = [estimate(message) for message in request.sent_messages()]
             return self.fixed(request) + sum(values), sum(values[:index])
         whole, before = sums
