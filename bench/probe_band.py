@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gc
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,9 +46,11 @@ def recording(owner: type, name: str, seen: list[str]) -> Callable[..., Any]:
 
 
 def rounds(size: int, count: int) -> list[tuple[dict[str, float], list[str]]]:
-    """Per round: CPU ms of each contestant, and what the in-band call decided."""
+    """Per round: CPU ms of each contestant (``bench_call.interleave``'s timing), and what
+    the in-band call decided."""
     history = peers.synthetic_history(size)
     seen: list[str] = []
+    decided: list[list[str]] = []
     originals = [(Presummaries, n, recording(Presummaries, n, seen)) for n in DECISIONS]
     originals.append(
         (StateHolder, "truncate_before", recording(StateHolder, "truncate_before", seen))
@@ -58,31 +58,27 @@ def rounds(size: int, count: int) -> list[tuple[dict[str, float], list[str]]]:
     try:
         with tempfile.TemporaryDirectory() as scratch, peers.no_network():
             root = Path(scratch)
+            band_prepare, band_call = bc.in_band(bc.made(root / "band", history, True))
+
+            def prepare_band() -> None:
+                band_prepare()
+                seen.clear()
+
             steps = {
                 bc.STEADY: bc.steady(bc.made(root / "steady", history, True)),
-                bc.BAND: bc.in_band(bc.made(root / "band", history, True)),
-                HOOK: ((lambda: None), peers.peer_steady_calls(history)[HOOK]),
+                bc.BAND: (prepare_band, band_call),
+                # Prepared right after the in-band call, out of every timed span: its
+                # decisions are noted then.
+                HOOK: (lambda: decided.append(list(seen)), peers.peer_steady_calls(history)[HOOK]),
             }
-            for prepare, call in steps.values():  # the untimed warm-up round, as bench_call
-                prepare()
-                call()
-            found = []
-            for _ in range(count):
-                times, decided = {}, []
-                for name, (prepare, call) in steps.items():
-                    prepare()
-                    seen.clear()
-                    gc.collect()
-                    started = time.process_time()
-                    call()
-                    times[name] = (time.process_time() - started) * 1000
-                    if name == bc.BAND:
-                        decided = list(seen)
-                found.append((times, decided))
-            return found
+            samples = bc.interleave(steps, count)
     finally:
         for owner, name, original in originals:
             setattr(owner, name, original)
+    # The first entry is interleave's untimed warm-up round.
+    return [
+        ({name: samples[name][i] * 1000 for name in steps}, decided[i + 1]) for i in range(count)
+    ]
 
 
 def main() -> None:
