@@ -102,6 +102,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "unacked_restore_interval": settings.queue_restore_interval,
         # One sweep per interval (kombu's default scans only every 10th interval).
         "unacked_restore_throttle": 1,
+        # The lock a sweep holds (milliseconds in practice) outlives a worker killed inside
+        # it, and every sweep is skipped until it expires: kombu's 300 s would hold back
+        # the redelivery of every orphan for five minutes. Expiring after one interval is
+        # safe: two sweeps at once still restore each message once (a WATCHed transaction).
+        "unacked_mutex_expire": settings.queue_restore_interval,
         # A publish to a broker that vanished must fail, not hang the agent's turn.
         "socket_timeout": 10,
         "socket_connect_timeout": 5,

@@ -195,17 +195,42 @@ def section_count(history: LocalHistory, job: OffloadJob) -> int:
     return text.splitlines().count(section_marker(offload_key(job)))
 
 
+RESTORE_LOCK = "unacked_mutex"  # kombu's lock around a sweep of unacknowledged messages
+
+
 def wait_for_idle_broker(client: redis.Redis, timeout: float = 30.0) -> None:
     """Every published message consumed and acknowledged (orphans included)."""
+    state: dict[str, int] = {}
 
     def idle() -> bool:
-        return (
-            client.llen("summarize") == 0
-            and client.llen("offload") == 0
-            and client.hlen("unacked") == 0
+        state.update(
+            summarize=client.llen("summarize"),
+            offload=client.llen("offload"),
+            unacked=client.hlen("unacked"),
+            restore_lock_ms=client.pttl(RESTORE_LOCK),
         )
+        return state["summarize"] == state["offload"] == state["unacked"] == 0
 
-    wait_until(idle, timeout, "messages are still queued or unacknowledged")
+    try:
+        wait_until(idle, timeout, "messages are still queued or unacknowledged")
+    except AssertionError as stuck:
+        raise AssertionError(f"{stuck}: {state}") from None
+
+
+def restore_lock_expiry_ms(client: redis.Redis, timeout: float = 5.0) -> int:
+    """The expiry a running worker gives its sweep lock, read from the command it sends."""
+    db = client.connection_pool.connection_kwargs["db"]
+    watcher = redis.Redis(
+        connection_pool=redis.ConnectionPool(
+            **{**client.connection_pool.connection_kwargs, "socket_timeout": timeout}
+        )
+    )
+    with watcher.monitor() as monitor:
+        for sent in monitor.listen():
+            words = sent["command"].split()
+            if sent["db"] == db and words[:2] == ["SET", RESTORE_LOCK]:
+                return int(words[words.index("PX") + 1])
+    raise AssertionError("no sweep took the lock")
 
 
 # -- Redis primitives --------------------------------------------------------------------
@@ -399,10 +424,16 @@ def test_whole_worker_killed_mid_summary_is_redispatched_and_commits_one_summary
     # which the worker's time limits must stay above); recovering from a dead worker
     # (lease, publish mark, a new worker's start-up, the 4 s call again) takes longer.
     ports.summarizer.timeout = FAST_LIMITS["queue_deadline"]
+    # The worker dies inside a sweep of unacknowledged messages, holding kombu's lock
+    # (about a millisecond a second by chance; every time here): with kombu's default
+    # expiry of 300 s the orphan below would not come back for five minutes.
+    lock_ms = restore_lock_expiry_ms(client)
+    assert lock_ms == FAST_LIMITS["queue_restore_interval"] * 1000
 
     with ThreadPoolExecutor(max_workers=5) as executor:
         futures = [executor.submit(ports.summarizer.summarize, job) for _ in range(5)]
         probe.wait_for_call()
+        client.set(RESTORE_LOCK, "the killed worker's sweep", px=lock_ms)
         pool.worker().kill()
         assert client.hlen("unacked") == 1, "the killed worker's message is left unacked"
         pool.start()

@@ -445,6 +445,9 @@ def test_celery_config_is_reliable_json_only_and_routes_each_task_to_its_queue()
     visibility = conf["visibility_timeout"]
     assert conf["broker_transport_options"]["visibility_timeout"] == visibility
     assert conf["result_backend_transport_options"]["visibility_timeout"] == visibility
+    # A sweep's lock left by a killed worker holds redelivery back one interval, not 300 s.
+    restore = conf["broker_transport_options"]
+    assert restore["unacked_mutex_expire"] == restore["unacked_restore_interval"]
     assert conf["task_soft_time_limit"] < conf["task_time_limit"] < visibility
     assert conf["task_routes"][SUMMARIZE_TASK] == {"queue": SUMMARIZE_QUEUE}
     assert conf["task_routes"][OFFLOAD_TASK] == {"queue": OFFLOAD_QUEUE}
