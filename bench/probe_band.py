@@ -28,7 +28,7 @@ from hango.middleware.presummary import Presummaries
 HOOK = "deepagents.wrap_model_call"
 # What a call in the band may ask about the session's pre-summary, in order (``dispatch``
 # is asked only when the start rule says one is due).
-DECISIONS = ("dispatch", "_extension_due", "_outgrown", "_short_of", "_start")
+DECISIONS = ("dispatch", "_outgrown_when_due", "_outgrown", "_short_of", "_start")
 
 
 def recording(owner: type, name: str, seen: list[str]) -> Callable[..., Any]:

@@ -108,14 +108,17 @@ class Presummaries:
         with self._lock:
             current = self.items.get(call.session_id)
         extended = current if current is not None and self.still_valid(call, current) else None
-        if extended is not None and not self._extension_due(call, extended, tokens):
-            return
+        fits = None
+        if extended is not None:
+            outgrown = self._outgrown_when_due(call, extended, tokens)
+            if outgrown is None:
+                return
+            fits = None if outgrown else extended
         ahead = self.pacer.messages_ahead(call.session_id, tokens, self.profile.trigger_tokens)
         # Not outgrown, a ready one is extended only for coverage, judged at the cut. Finding
         # the cut walks the whole history, and this is asked on every call in the band: the
         # cut lies at or before where the raw keep window starts (it moves back to a group
         # start), so one not short of that start is not short of the cut.
-        fits = extended if extended and not self._outgrown(call, extended, tokens) else None
         kept_from = self.profile.kept_from(len(call.request.messages), call.first_real, ahead)
         if fits is not None and not self._short_of(call, fits, tokens, kept_from):
             return
@@ -204,17 +207,21 @@ class Presummaries:
             result = _carrying(result, carried)
         return result, self.pacer.ready_at(started), frame + self.estimator.estimate(result.text)
 
-    def _extension_due(self, call: ModelCall, ready: Presummary, tokens: int) -> bool:
-        """Whether ``ready`` is ready and the trigger may come within the growth of an
-        extension's latency: before that, a later call extends it in time and covers more.
-        With the pace off or not yet known (no such horizon), only when it outgrows: the
-        cut is then computed only when an extension is sure to be made, as before."""
+    def _outgrown_when_due(self, call: ModelCall, ready: Presummary, tokens: int) -> bool | None:
+        """``None`` while no extension of ``ready`` is due; once one is, whether ``ready`` is
+        outgrown (:meth:`_outgrown`). Due when it is ready and the trigger may come within
+        the growth of an extension's latency: before that, a later call extends it in time
+        and covers more. With the pace off or not yet known (no such horizon), due only
+        when it outgrows: the cut is then computed only when an extension is sure to be
+        made, as before."""
         if not self.pacer.is_ready(ready.started, ready.work):
-            return False
+            return None
         within = self._within(call)
-        if math.isinf(within):
-            return self._outgrown(call, ready, tokens)
-        return tokens + within > self.profile.trigger_tokens
+        unbounded = math.isinf(within)
+        if not unbounded and tokens + within <= self.profile.trigger_tokens:
+            return None
+        outgrown = self._outgrown(call, ready, tokens, within)
+        return None if unbounded and not outgrown else outgrown
 
     def _within(self, call: ModelCall) -> float:
         summarizer = self.profile.summarizer_model or call.request.model
@@ -227,7 +234,7 @@ class Presummaries:
         One dispatched right after a compaction (its request over the floor, the pace
         saying start now) may cover a few messages, fit under the target at the trigger,
         and leave a kept context so large that the next compaction comes sooner
-        (``docs/benchmarks.md``). Only with the pace on (see :meth:`_extension_due`): with
+        (``docs/benchmarks.md``). Only with the pace on (see :meth:`_outgrown_when_due`): with
         it off a pre-summary starts at the fixed floor and is extended only to fit.
         """
         index = call.index_of(ready.pending.to_seq + 1)
@@ -236,10 +243,11 @@ class Presummaries:
         short = tokens_between(call, self.estimate, tokens, index, at)
         return short >= self.profile.target_tokens / COVERAGE_SHARE
 
-    def _outgrown(self, call: ModelCall, current: Presummary, tokens: int) -> bool:
+    def _outgrown(self, call: ModelCall, current: Presummary, tokens: int, within: float) -> bool:
         """Whether a ready pre-summary could no longer bring the request under the target
-        at a trigger that comes before an extension started at the next call is ready:
-        installed then, it would fail its fit check and the turn would wait after all."""
+        at a trigger that comes before an extension started at the next call is ready
+        (the request grows by at most ``within`` until then): installed then, it would
+        fail its fit check and the turn would wait after all."""
         _, _, summary = current.work.result()
         index = call.index_of(current.pending.to_seq + 1)
         if index is None:
@@ -251,7 +259,7 @@ class Presummaries:
         kept_tokens = round((whole - before + summary) * scale)
         trigger, target = self.profile.trigger_tokens, self.profile.target_tokens
         growth = self.pacer.growth(call.session_id)
-        return outgrows(kept_tokens, tokens, trigger, target, growth, self._within(call))
+        return outgrows(kept_tokens, tokens, trigger, target, growth, within)
 
     def still_valid(self, call: ModelCall, ready: Presummary) -> bool:
         """The pre-summary covers these very messages on top of the same previous summary.
