@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -101,18 +100,20 @@ class SessionPace:
         if tokens > trigger or not growth:
             return calls_to_trigger(tokens, trigger, growth or 0)
 
-        # No round is negative, so the largest growth over k rounds grows with k: the
-        # fewest calls that could cross is found by halving, not by trying every k (each
-        # a pass over the rounds), on every call of a session far from its trigger.
+        # The shortest run of consecutive rounds that grew more than the room left, in one
+        # pass (asked on every call in the band): no round is negative, so the running
+        # totals never fall, and as a run's end moves on, the latest start from which it
+        # still grew more than the room only moves on too.
+        room = trigger - tokens
         totals = list(itertools.accumulate(self.growth, initial=0))
-
-        def crosses(calls: int) -> bool:
-            return tokens + _most_over(totals, calls) > trigger
-
-        remembered = range(1, len(self.growth) + 1)
-        if not crosses(remembered[-1]):
-            return calls_to_trigger(tokens, trigger, growth)
-        return remembered[bisect_left(remembered, True, hi=len(remembered) - 1, key=crosses)]
+        fewest, start = None, 0
+        for end in range(1, len(totals)):
+            below = totals[end] - room  # a run from ``start`` crosses if its total is below
+            while totals[start + 1] < below:
+                start += 1
+            if totals[start] < below and (fewest is None or end - start < fewest):
+                fewest = end - start
+        return calls_to_trigger(tokens, trigger, growth) if fewest is None else fewest
 
     def seconds_per_call(self) -> float | None:
         return quantile(self.intervals, INTERVAL_QUANTILE)
