@@ -103,12 +103,13 @@ class SessionPace:
         # The shortest run of consecutive rounds that grew more than the room left, in one
         # pass (asked on every call in the band): no round is negative, so the running
         # totals never fall, and as a run's end moves on, the latest start from which it
-        # still grew more than the room only moves on too.
+        # still grew more than the room only moves on too. The room is not negative here
+        # (a request over the trigger returned above), so ``start`` stays below ``end``.
         room = trigger - tokens
         totals = list(itertools.accumulate(self.growth, initial=0))
         fewest, start = None, 0
         for end in range(1, len(totals)):
-            below = totals[end] - room  # a run from ``start`` crosses if its total is below
+            below = totals[end] - room  # the run from s to end crosses iff totals[s] < below
             while totals[start + 1] < below:
                 start += 1
             if totals[start] < below and (fewest is None or end - start < fewest):

@@ -104,8 +104,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "unacked_restore_throttle": 1,
         # The lock a sweep holds (milliseconds in practice) outlives a worker killed inside
         # it, and every sweep is skipped until it expires: kombu's 300 s would hold back
-        # the redelivery of every orphan for five minutes. Expiring after one interval is
-        # safe: two sweeps at once still restore each message once (a WATCHed transaction).
+        # the redelivery of every orphan for five minutes. Expiring after one interval, a
+        # sweep that outlasts it (thousands of orphans, a stalled process) can overlap the
+        # next: a message both list is moved once (a WATCHed transaction), but one already
+        # redelivered in between can be requeued again, a duplicate the tasks absorb (the
+        # job's lease and committed result, as for any redelivery).
         "unacked_mutex_expire": settings.queue_restore_interval,
         # A publish to a broker that vanished must fail, not hang the agent's turn.
         "socket_timeout": 10,

@@ -9,6 +9,7 @@ so recovery paths run in seconds.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -217,20 +218,20 @@ def wait_for_idle_broker(client: redis.Redis, timeout: float = 30.0) -> None:
         raise AssertionError(f"{stuck}: {state}") from None
 
 
-def restore_lock_expiry_ms(client: redis.Redis, timeout: float = 5.0) -> int:
+def restore_lock_expiry_ms(db: int, timeout: float = 5.0) -> int:
     """The expiry a running worker gives its sweep lock, read from the command it sends."""
-    db = client.connection_pool.connection_kwargs["db"]
-    watcher = redis.Redis(
-        connection_pool=redis.ConnectionPool(
-            **{**client.connection_pool.connection_kwargs, "socket_timeout": timeout}
-        )
-    )
-    with watcher.monitor() as monitor:
-        for sent in monitor.listen():
-            words = sent["command"].split()
-            if sent["db"] == db and words[:2] == ["SET", RESTORE_LOCK]:
-                return int(words[words.index("PX") + 1])
-    raise AssertionError("no sweep took the lock")
+    deadline = time.monotonic() + timeout
+    watcher = redis.Redis.from_url(redis_url(db), socket_timeout=timeout)
+    try:
+        with watcher.monitor() as monitor, contextlib.suppress(redis.TimeoutError):
+            while time.monotonic() < deadline:
+                sent = monitor.next_command()
+                words = sent["command"].split()
+                if sent["db"] == db and words[:2] == ["SET", RESTORE_LOCK]:
+                    return int(words[words.index("PX") + 1])
+    finally:
+        watcher.close()
+    raise AssertionError(f"no sweep took the lock within {timeout:g} s")
 
 
 # -- Redis primitives --------------------------------------------------------------------
@@ -414,7 +415,12 @@ def test_pool_child_killed_mid_summary_still_commits_one_summary(
 
 
 def test_whole_worker_killed_mid_summary_is_redispatched_and_commits_one_summary(
-    probe: ProviderProbe, ports: Ports, pg_store: Store, pool: Pool, client: redis.Redis
+    probe: ProviderProbe,
+    ports: Ports,
+    pg_store: Store,
+    pool: Pool,
+    client: redis.Redis,
+    redis_db: int,
 ) -> None:
     evicted = seed(pg_store, "s-whole")
     ports.offloader.offload(offload_job("s-whole", evicted))
@@ -425,9 +431,10 @@ def test_whole_worker_killed_mid_summary_is_redispatched_and_commits_one_summary
     # (lease, publish mark, a new worker's start-up, the 4 s call again) takes longer.
     ports.summarizer.timeout = FAST_LIMITS["queue_deadline"]
     # The worker dies inside a sweep of unacknowledged messages, holding kombu's lock
-    # (about a millisecond a second by chance; every time here): with kombu's default
-    # expiry of 300 s the orphan below would not come back for five minutes.
-    lock_ms = restore_lock_expiry_ms(client)
+    # (about a millisecond per sweep by chance; every time here). Its expiry, the one a
+    # running worker gives it, must end before the orphan below is due (the visibility
+    # timeout): with kombu's default of 300 s it would not come back for five minutes.
+    lock_ms = restore_lock_expiry_ms(redis_db)
     assert lock_ms == FAST_LIMITS["queue_restore_interval"] * 1000
 
     with ThreadPoolExecutor(max_workers=5) as executor:
