@@ -101,10 +101,9 @@ class SessionPace:
             return calls_to_trigger(tokens, trigger, growth or 0)
 
         # The shortest run of consecutive rounds that grew more than the room left, in one
-        # pass (asked on every call in the band): no round is negative, so the running
-        # totals never fall, and as a run's end moves on, the latest start from which it
-        # still grew more than the room only moves on too. The room is not negative here
-        # (a request over the trigger returned above), so ``start`` stays below ``end``.
+        # pass (asked on every call in the band): no round is negative, so the totals never
+        # fall and the latest start of a crossing run only moves on with its end. The room
+        # is not negative (over the trigger returned above): ``start`` stays below ``end``.
         room = trigger - tokens
         totals = list(itertools.accumulate(self.growth, initial=0))
         fewest, start = None, 0
